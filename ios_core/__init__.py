@@ -1,0 +1,9 @@
+"""IOS as a library: graph IR, model zoo, interpreters (reference, torch, ONNX).
+
+Usable without the harness; depends on numpy, torch and onnx only.
+"""
+
+from .ir import Graph, GraphBuilder, GraphError
+
+__version__ = "0.1.0"
+__all__ = ["Graph", "GraphBuilder", "GraphError", "__version__"]

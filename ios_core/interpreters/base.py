@@ -1,0 +1,91 @@
+"""The one pattern every consumer of the IR follows (torch.fx's Interpreter idea).
+
+Walk the nodes in topological order; gather each node's input through the term/value
+rules (slice, sum, concat) and map the node kind to the target's op. A subclass
+supplies the tensor primitives and one method per node kind; the walk, the term
+semantics and the Sequential chaining live here once.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from ..ir import Graph, GraphError, Node, Placeholder, Sequential, Term
+
+T = TypeVar("T")
+
+
+class UnsupportedNode(GraphError):
+    """The target cannot express a node kind; the message names node, kind and target."""
+
+
+class Interpreter(Generic[T]):
+    target = "interpreter"
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    # -- tensor primitives a target supplies ----------------------------------------
+    def slice(self, x: T, begin: int, end: int, channels: int) -> T:
+        raise NotImplementedError
+
+    def add(self, xs: list[T]) -> T:
+        raise NotImplementedError
+
+    def mul(self, xs: list[T]) -> T:
+        raise NotImplementedError
+
+    def concat(self, xs: list[T]) -> T:
+        raise NotImplementedError
+
+    # -- the walk -----------------------------------------------------------------
+    def run(self, x: T) -> T:
+        env: dict[str, T] = {self.graph.input.name: self.placeholder(self.graph.input, x)}
+        for node in self.graph.nodes():
+            if isinstance(node, Placeholder):
+                continue
+            env[node.name] = self.call(node, env)
+        return env[self.graph.output.name]
+
+    def placeholder(self, node: Placeholder, x: T) -> T:
+        return x
+
+    def value(self, env: dict[str, T], v) -> T:
+        full = self.graph.node(v.node).output_shape[0]
+        x = env[v.node]
+        return x if (v.begin == 0 and v.end == full) else self.slice(x, v.begin, v.end, full)
+
+    def term(self, env: dict[str, T], term: Term) -> list[T]:
+        return [self.value(env, v) for v in term]
+
+    def gather(self, node: Node, env: dict[str, T]) -> T:
+        """The node's input: each term summed, the terms concatenated on channels."""
+        parts = [(vals[0] if len(vals) == 1 else self.add(vals))
+                 for vals in (self.term(env, t) for t in node.inputs)]
+        return parts[0] if len(parts) == 1 else self.concat(parts)
+
+    def call(self, node: Node, env: dict[str, T]) -> T:
+        if node.kind == "element":
+            values = self.term(env, node.inputs[0])
+            return self.element(node, values)
+        return self.apply(node, self.gather(node, env))
+
+    def apply(self, node: Node, x: T) -> T:
+        """Apply one node to its gathered input (also used for Sequential's inner nodes)."""
+        method = getattr(self, f"visit_{node.kind}", None)
+        if method is None:
+            raise UnsupportedNode(f"node {node.name}: kind {node.kind!r} is not supported by {self.target}")
+        return method(node, x)
+
+    def visit_sequential(self, node: Sequential, x: T) -> T:
+        for inner in node.nodes:
+            x = self.apply(inner, x)
+        return x
+
+    def visit_identity(self, node: Node, x: T) -> T:
+        return x
+
+    def element(self, node, values: list[T]) -> T:
+        if len(node.inputs) != 1:
+            raise GraphError(f"node {node.name}: an element node takes exactly one term")
+        return self.mul(values) if node.op == "mul" else self.add(values)

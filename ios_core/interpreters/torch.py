@@ -1,0 +1,126 @@
+"""The IR as a torch ``nn.Module``: one converter, shared by every backend that
+starts from torch (pytorch eager / CUDA graph / torch.compile, the IOS runtime,
+torch.export-based importers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..ir import Graph, Node
+from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool, Sequential
+from .base import Interpreter
+
+
+def _safe(name: str) -> str:
+    return "n_" + "".join(c if c.isalnum() else "_" for c in name)
+
+
+def torch_activation(x: torch.Tensor, act: str) -> torch.Tensor:
+    if act == "relu":
+        return F.relu(x)
+    if act == "sigmoid":
+        return torch.sigmoid(x)
+    if act == "tanh":
+        return torch.tanh(x)
+    return x
+
+
+class TorchOps(Interpreter[torch.Tensor]):
+    """Torch implementations of every node kind, reading weights from a module."""
+
+    target = "torch"
+
+    def __init__(self, graph: Graph, module: GraphModule):
+        super().__init__(graph)
+        self.module = module
+
+    def slice(self, x, begin, end, channels):
+        return x[:, begin:end]
+
+    def add(self, xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = out + x
+        return out
+
+    def mul(self, xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = out * x
+        return out
+
+    def concat(self, xs):
+        return torch.cat(xs, dim=1)
+
+    def visit_conv(self, node: Conv, x):
+        w, b = self.module.params_of(node)
+        y = F.conv2d(x, w, b, node.stride, node.padding, 1, node.groups)
+        return torch_activation(y, node.act)
+
+    def visit_pool(self, node: Pool, x):
+        if node.pool_type == "global_avg":
+            return x.mean(dim=(2, 3), keepdim=True)
+        if node.pool_type == "global_max":
+            return torch.amax(x, dim=(2, 3), keepdim=True)
+        if node.pool_type == "max":
+            return F.max_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode)
+        return F.avg_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode,
+                            count_include_pad=node.count_include_pad)
+
+    def visit_activation(self, node: Activation, x):
+        return torch_activation(x, node.act)
+
+    def visit_flatten(self, node: Flatten, x):
+        return x.reshape(x.shape[0], -1, 1, 1)
+
+    def visit_linear(self, node: Linear, x):
+        w, b = self.module.params_of(node)
+        return F.linear(x.reshape(x.shape[0], -1), w, b)[:, :, None, None]
+
+
+class GraphModule(nn.Module):
+    """``nn.Module`` whose forward interprets the graph with torch ops.
+
+    Weights are copied from the IR (float32) into parameters named after the nodes.
+    """
+
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+        self._names: dict[str, str] = {}
+        for node in _weighted(graph):
+            key = _safe(node.name)
+            self._names[node.name] = key
+            if node.weight is None:
+                raise ValueError(f"node {node.name}: has no weights; call graph.init_weights(seed)")
+            self.register_parameter(key + "_w", nn.Parameter(torch.from_numpy(np.array(node.weight)),
+                                                             requires_grad=False))
+            bias = None if node.bias is None else nn.Parameter(torch.from_numpy(np.array(node.bias)),
+                                                               requires_grad=False)
+            self.register_parameter(key + "_b", bias)
+        self.ops = TorchOps(graph, self)
+
+    def params_of(self, node: Node) -> tuple[torch.Tensor, torch.Tensor | None]:
+        key = self._names[node.name]
+        return getattr(self, key + "_w"), getattr(self, key + "_b")
+
+    def run_node(self, node: Node, x: torch.Tensor) -> torch.Tensor:
+        return self.ops.apply(node, x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ops.run(x)
+
+
+def _weighted(graph: Graph):
+    for node in graph.nodes():
+        for n in (node.nodes if isinstance(node, Sequential) else [node]):
+            if isinstance(n, (Conv, Linear)):
+                yield n
+
+
+def to_torch(graph: Graph) -> GraphModule:
+    """Convert an IR graph (with weights) into an eval-mode ``nn.Module``."""
+    return GraphModule(graph).eval()

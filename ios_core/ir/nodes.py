@@ -1,0 +1,364 @@
+"""Node kinds of the IOS graph IR.
+
+A node's input is a list of *terms*; the values inside one term are summed
+(multiplied for ``Element(op="mul")``), the terms are concatenated on the channel
+axis, and a :class:`Value` is a channel slice ``[begin, end)`` of a producer's
+output. Shapes are per-sample ``(C, H, W)``; the batch is implicit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+Shape = tuple[int, int, int]
+Pair = tuple[int, int]
+
+ACTIVATIONS = ("relu", "sigmoid", "tanh", "identity")
+POOL_TYPES = ("max", "avg", "global_max", "global_avg")
+ELEMENT_OPS = ("add", "mul")
+
+
+class GraphError(ValueError):
+    """A graph is malformed; the message names the offending node."""
+
+
+@dataclass(frozen=True)
+class Value:
+    """Channel slice ``[begin, end)`` of the output of node ``node``."""
+
+    node: str
+    begin: int
+    end: int
+
+    @property
+    def channels(self) -> int:
+        return self.end - self.begin
+
+    def to_json(self) -> list:
+        return [self.node, self.begin, self.end]
+
+    def __str__(self) -> str:
+        return self.node
+
+
+Term = list[Value]
+
+
+def _pair(v: Any) -> Pair:
+    if isinstance(v, int):
+        return (v, v)
+    a, b = v
+    return (int(a), int(b))
+
+
+@dataclass(kw_only=True, eq=False)
+class Node:
+    """Base of every node: a name, the input terms and the inferred output shape."""
+
+    name: str
+    inputs: list[Term] = field(default_factory=list)
+    hint: str = ""
+    output_shape: Shape | None = None
+
+    kind: ClassVar[str] = ""
+    display: ClassVar[str] = ""
+
+    # -- structure -----------------------------------------------------------
+    def attrs(self) -> dict[str, Any]:
+        """Structural parameters (no name, inputs or weights): JSON and hash content."""
+        return {}
+
+    def infer(self, in_shape: Shape) -> Shape:
+        """Output shape from the (summed, concatenated) input shape."""
+        return in_shape
+
+    def macs(self, in_shape: Shape) -> int:
+        """Multiply-accumulates per sample (IOS counts 1 per output for cheap ops)."""
+        return int(np.prod(self.output_shape))
+
+    def weights(self) -> dict[str, np.ndarray | None]:
+        return {}
+
+    def init_weights(self, rng: np.random.Generator, in_shape: Shape) -> None:
+        """Seeded uniform init U(-b, b), b = 1/sqrt(fan_in), as the original did."""
+
+    @property
+    def out_channels_(self) -> int:
+        assert self.output_shape is not None
+        return self.output_shape[0]
+
+    def label(self) -> str:
+        return self.display or type(self).__name__
+
+
+@dataclass(kw_only=True, eq=False)
+class Placeholder(Node):
+    kind: ClassVar[str] = "placeholder"
+
+    def attrs(self) -> dict[str, Any]:
+        return {"shape": list(self.output_shape or ())}
+
+    def macs(self, in_shape: Shape) -> int:
+        return 0
+
+
+def _uniform(rng: np.random.Generator, fan_in: int, shape: tuple[int, ...]) -> np.ndarray:
+    bound = 1.0 / math.sqrt(max(fan_in, 1))
+    return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+
+
+@dataclass(kw_only=True, eq=False)
+class Conv(Node):
+    """2-D convolution with bias and a fused activation."""
+
+    out_channels: int
+    kernel: Pair = (1, 1)
+    stride: Pair = (1, 1)
+    padding: Pair = (0, 0)
+    groups: int = 1
+    act: str = "relu"
+    weight: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    kind: ClassVar[str] = "conv"
+    display: ClassVar[str] = "Conv2d"
+
+    def __post_init__(self) -> None:
+        self.kernel, self.stride, self.padding = (
+            _pair(self.kernel), _pair(self.stride), _pair(self.padding))
+        if self.act not in ACTIVATIONS:
+            raise GraphError(f"node {self.name}: activation {self.act!r} is not one of {ACTIVATIONS}")
+
+    def attrs(self) -> dict[str, Any]:
+        return {"out_channels": self.out_channels, "kernel": list(self.kernel),
+                "stride": list(self.stride), "padding": list(self.padding),
+                "groups": self.groups, "act": self.act}
+
+    def infer(self, in_shape: Shape) -> Shape:
+        c, h, w = in_shape
+        if c % self.groups or self.out_channels % self.groups:
+            raise GraphError(f"node {self.name}: {c} input and {self.out_channels} output channels "
+                             f"are not divisible by groups={self.groups}")
+        if self.weight is not None and self.weight.shape[1] * self.groups != c:
+            raise GraphError(f"node {self.name}: weight expects {self.weight.shape[1] * self.groups} "
+                             f"input channels but the input has {c}")
+        oh = (h + 2 * self.padding[0] - self.kernel[0]) // self.stride[0] + 1
+        ow = (w + 2 * self.padding[1] - self.kernel[1]) // self.stride[1] + 1
+        if oh <= 0 or ow <= 0:
+            raise GraphError(f"node {self.name}: input {h}x{w} is too small for kernel {self.kernel}")
+        return (self.out_channels, oh, ow)
+
+    def macs(self, in_shape: Shape) -> int:
+        per_out = self.kernel[0] * self.kernel[1] * in_shape[0] // self.groups
+        return int(np.prod(self.output_shape)) * (per_out + 1)
+
+    def weights(self) -> dict[str, np.ndarray | None]:
+        return {"weight": self.weight, "bias": self.bias}
+
+    def init_weights(self, rng: np.random.Generator, in_shape: Shape) -> None:
+        cin = in_shape[0] // self.groups
+        fan_in = cin * self.kernel[0] * self.kernel[1]
+        self.weight = _uniform(rng, fan_in, (self.out_channels, cin, *self.kernel))
+        self.bias = _uniform(rng, fan_in, (self.out_channels,))
+
+
+@dataclass(kw_only=True, eq=False)
+class Pool(Node):
+    """Pooling. ``avg`` counts padded zeros in the divisor when ``count_include_pad``
+    (the IOS runtime's cuDNN mode AVERAGE_COUNT_INCLUDE_PADDING); ONNX import may set
+    it False. ``ceil_mode`` follows PyTorch/ONNX (a window must start inside the
+    left-padded input)."""
+
+    pool_type: str
+    kernel: Pair = (1, 1)
+    stride: Pair = (1, 1)
+    padding: Pair = (0, 0)
+    ceil_mode: bool = False
+    count_include_pad: bool = True
+    kind: ClassVar[str] = "pool"
+
+    def __post_init__(self) -> None:
+        self.kernel, self.stride, self.padding = (
+            _pair(self.kernel), _pair(self.stride), _pair(self.padding))
+        if self.pool_type not in POOL_TYPES:
+            raise GraphError(f"node {self.name}: pool type {self.pool_type!r} is not one of {POOL_TYPES}")
+
+    @property
+    def is_global(self) -> bool:
+        return self.pool_type.startswith("global")
+
+    def attrs(self) -> dict[str, Any]:
+        out = {"pool_type": self.pool_type}
+        if not self.is_global:
+            out.update(kernel=list(self.kernel), stride=list(self.stride), padding=list(self.padding),
+                       ceil_mode=self.ceil_mode, count_include_pad=self.count_include_pad)
+        return out
+
+    def out_size(self, size: int, axis: int) -> int:
+        k, s, p = self.kernel[axis], self.stride[axis], self.padding[axis]
+        span = size + 2 * p - k
+        if self.ceil_mode:
+            out = -(-span // s) + 1
+            if (out - 1) * s >= size + p:
+                out -= 1
+        else:
+            out = span // s + 1
+        return out
+
+    def infer(self, in_shape: Shape) -> Shape:
+        c, h, w = in_shape
+        if self.is_global:
+            return (c, 1, 1)
+        oh, ow = self.out_size(h, 0), self.out_size(w, 1)
+        if oh <= 0 or ow <= 0:
+            raise GraphError(f"node {self.name}: input {h}x{w} is too small for kernel {self.kernel}")
+        return (c, oh, ow)
+
+    def macs(self, in_shape: Shape) -> int:
+        if self.is_global:
+            return int(np.prod(in_shape))
+        return int(np.prod(self.output_shape)) * self.kernel[0] * self.kernel[1]
+
+    def label(self) -> str:
+        return {"max": "MaxPool", "avg": "AvgPool", "global_max": "GlobalMaxPool",
+                "global_avg": "GlobalAvgPool"}[self.pool_type]
+
+
+@dataclass(kw_only=True, eq=False)
+class Identity(Node):
+    """Output = the input expression: how concat and sum are written."""
+
+    kind: ClassVar[str] = "identity"
+
+    def macs(self, in_shape: Shape) -> int:
+        return 0
+
+    def label(self) -> str:
+        if len(self.inputs) > 1 and all(len(t) == 1 for t in self.inputs):
+            return "Concat"
+        if len(self.inputs) == 1 and len(self.inputs[0]) > 1:
+            return "Add"
+        return "Identity"
+
+
+@dataclass(kw_only=True, eq=False)
+class Element(Node):
+    """Element-wise add or multiply of the values of its single term."""
+
+    op: str = "add"
+    kind: ClassVar[str] = "element"
+
+    def __post_init__(self) -> None:
+        if self.op not in ELEMENT_OPS:
+            raise GraphError(f"node {self.name}: element op {self.op!r} is not one of {ELEMENT_OPS}")
+
+    def attrs(self) -> dict[str, Any]:
+        return {"op": self.op}
+
+    def label(self) -> str:
+        return "Mul" if self.op == "mul" else "Add"
+
+
+@dataclass(kw_only=True, eq=False)
+class Activation(Node):
+    act: str = "relu"
+    kind: ClassVar[str] = "activation"
+
+    def __post_init__(self) -> None:
+        if self.act not in ACTIVATIONS:
+            raise GraphError(f"node {self.name}: activation {self.act!r} is not one of {ACTIVATIONS}")
+
+    def attrs(self) -> dict[str, Any]:
+        return {"act": self.act}
+
+    def label(self) -> str:
+        return self.act.capitalize()
+
+
+@dataclass(kw_only=True, eq=False)
+class Flatten(Node):
+    """(C, H, W) -> (C*H*W, 1, 1), in NCHW order (ONNX Flatten after a CNN body)."""
+
+    kind: ClassVar[str] = "flatten"
+
+    def infer(self, in_shape: Shape) -> Shape:
+        return (int(np.prod(in_shape)), 1, 1)
+
+    def macs(self, in_shape: Shape) -> int:
+        return 0
+
+
+@dataclass(kw_only=True, eq=False)
+class Linear(Node):
+    """Fully connected layer over the flattened input; output (out_features, 1, 1)."""
+
+    out_features: int
+    weight: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    kind: ClassVar[str] = "linear"
+
+    def attrs(self) -> dict[str, Any]:
+        return {"out_features": self.out_features}
+
+    def infer(self, in_shape: Shape) -> Shape:
+        n = int(np.prod(in_shape))
+        if self.weight is not None and self.weight.shape[1] != n:
+            raise GraphError(f"node {self.name}: weight expects {self.weight.shape[1]} features, input has {n}")
+        return (self.out_features, 1, 1)
+
+    def macs(self, in_shape: Shape) -> int:
+        return self.out_features * (int(np.prod(in_shape)) + 1)
+
+    def weights(self) -> dict[str, np.ndarray | None]:
+        return {"weight": self.weight, "bias": self.bias}
+
+    def init_weights(self, rng: np.random.Generator, in_shape: Shape) -> None:
+        n = int(np.prod(in_shape))
+        self.weight = _uniform(rng, n, (self.out_features, n))
+        self.bias = _uniform(rng, n, (self.out_features,))
+
+
+@dataclass(kw_only=True, eq=False)
+class Sequential(Node):
+    """A compound run back to back as one schedule unit. ``nodes[0]`` reads the
+    compound's inputs; every later inner node reads the whole previous output."""
+
+    nodes: list[Node] = field(default_factory=list)
+    kind: ClassVar[str] = "sequential"
+
+    def attrs(self) -> dict[str, Any]:
+        return {"nodes": [{"kind": n.kind, **n.attrs()} for n in self.nodes]}
+
+    def infer(self, in_shape: Shape) -> Shape:
+        if not self.nodes:
+            raise GraphError(f"node {self.name}: sequential compound has no inner nodes")
+        shape = in_shape
+        for inner in self.nodes:
+            inner.output_shape = inner.infer(shape)
+            shape = inner.output_shape
+        return shape
+
+    def macs(self, in_shape: Shape) -> int:
+        total, shape = 0, in_shape
+        for inner in self.nodes:
+            total += inner.macs(shape)
+            shape = inner.output_shape
+        return total
+
+    def init_weights(self, rng: np.random.Generator, in_shape: Shape) -> None:
+        shape = in_shape
+        for inner in self.nodes:
+            inner.init_weights(rng, shape)
+            shape = inner.output_shape
+
+    def label(self) -> str:
+        return self.hint or "Sequential"
+
+
+NODE_KINDS: dict[str, type[Node]] = {
+    cls.kind: cls for cls in (Placeholder, Conv, Pool, Identity, Element, Activation,
+                              Flatten, Linear, Sequential)
+}
