@@ -2,8 +2,25 @@
 
 from .builder import GraphBuilder
 from .graph import Block, Graph, format_node, term_shape
-from .nodes import (ACTIVATIONS, NODE_KINDS, POOL_TYPES, Activation, Conv, Element, Flatten, GraphError,
-                    Identity, Linear, Node, Placeholder, Pool, Sequential, Shape, Term, Value)
+from .nodes import (
+                    ACTIVATIONS,
+                    NODE_KINDS,
+                    POOL_TYPES,
+                    Activation,
+                    Conv,
+                    Element,
+                    Flatten,
+                    GraphError,
+                    Identity,
+                    Linear,
+                    Node,
+                    Placeholder,
+                    Pool,
+                    Sequential,
+                    Shape,
+                    Term,
+                    Value,
+)
 
 __all__ = ["ACTIVATIONS", "NODE_KINDS", "POOL_TYPES", "Activation", "Block", "Conv", "Element", "Flatten",
            "Graph", "GraphBuilder", "GraphError", "Identity", "Linear", "Node", "Placeholder", "Pool",

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .graph import Block, Graph, term_shape
-from .nodes import (Activation, Conv, Element, Identity, Node, Placeholder, Pool, Sequential, Shape,
-                    Term, Value)
+from .nodes import Activation, Conv, Element, Identity, Node, Placeholder, Pool, Sequential, Shape, Term, Value
 
 Inputs = Sequence[Sequence[Value]]
 

@@ -15,7 +15,7 @@ from .sample import sample
 from .squeezenet import squeezenet
 
 
-def onnx_model(path: str, batch_hint: int = 1, seed: int = 0) -> Graph:
+def onnx_model(path: str) -> Graph:
     """Any ONNX CNN whose operators the IR covers (weights from the file)."""
     from ..onnx import import_onnx
     return import_onnx(path)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# One command installs everything into .venv: the CPU build of PyTorch first (a plain
+# `torch` would pull a multi-GB CUDA build), then this package with all installable extras.
+# On a GPU machine: TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu130" ./install.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# shellcheck disable=SC2086
+.venv/bin/python -m pip install -q $TORCH_SPEC
+.venv/bin/python -m pip install -q -e ".[all,dev]"
+echo "installed into .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -1,0 +1,32 @@
+"""Small shared test helpers."""
+
+import sys
+import types
+
+import numpy as np
+
+# Reduced sizes that keep every model's structure but run in well under a second.
+SMALL = {
+    "sample": {"channels": 8, "size": 7},
+    "inception_v3": {"image_size": 96},
+    "randwire": {"image_size": 64, "channels": 16},
+    "nasnet": {"image_size": 64, "filters": 24, "stem_filters": 16},
+    "squeezenet": {"image_size": 64},
+    "resnet50": {"image_size": 64},
+}
+
+
+def rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64).reshape(a.shape[0], -1), np.asarray(b, np.float64).reshape(b.shape[0], -1)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))
+
+
+def import_torchvision_models():
+    """torchvision's model definitions, with its C++ ops disabled.
+
+    PyPI's torchvision wheels are built against the CUDA torch, and its op registration
+    module fails beside the CPU build; the model classes themselves are pure Python.
+    """
+    sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+    import torchvision.models as models
+    return models

@@ -1,0 +1,104 @@
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+from ios_core.interpreters import reference_forward, seeded_input
+from ios_core.models import MODELS, build_model
+from ios_core.onnx import OnnxImportError, export_onnx, import_onnx
+
+from .helpers import SMALL, import_torchvision_models, rel_err
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def run_ort(model, x):
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+@pytest.mark.parametrize("name", [m for m in MODELS if m != "onnx"])
+def test_export_matches_onnxruntime_and_reimports(name):
+    g = build_model(name, **SMALL[name])
+    x = seeded_input(g, 2)
+    ref = reference_forward(g, x)
+    model = export_onnx(g)
+    assert rel_err(run_ort(model, x), ref) < 1e-5
+    g2 = import_onnx(model)
+    assert g2.output_shape == g.output_shape
+    assert rel_err(reference_forward(g2, x), ref) < 1e-12
+
+
+@pytest.mark.parametrize("arch,size", [("resnet18", 64), ("squeezenet1_1", 64), ("googlenet", 64),
+                                       ("inception_v3", 96)])
+def test_torchvision_models_import(arch, size, tmp_path):
+    models = import_torchvision_models()
+    torch.manual_seed(0)
+    kw = {"aux_logits": False, "init_weights": True} if arch in ("googlenet", "inception_v3") else {}
+    net = getattr(models, arch)(**kw).eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, size, size)).astype(np.float32)
+    path = tmp_path / f"{arch}.onnx"
+    torch.onnx.export(net, (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
+    g = import_onnx(path)
+    assert g.output_shape == (1000, 1, 1)
+    ref = reference_forward(g, x)
+    assert rel_err(run_ort(path, x), ref) < 1e-4
+    with torch.no_grad():
+        assert rel_err(net(torch.from_numpy(x)).numpy(), ref) < 1e-4
+
+
+def _model(nodes, inits, out_shape=(1, 4, 5, 5)):
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out_shape))],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_batchnorm_folds_into_conv():
+    rng = np.random.default_rng(0)
+    inits = {"w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+             "g": rng.uniform(0.5, 2, 4).astype(np.float32), "b": rng.standard_normal(4).astype(np.float32),
+             "m": rng.standard_normal(4).astype(np.float32), "v": rng.uniform(0.5, 2, 4).astype(np.float32)}
+    model = _model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+                    helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["n"], name="bn"),
+                    helper.make_node("Relu", ["n"], ["y"], name="relu")], inits)
+    g = import_onnx(model)
+    assert g.num_units() == 1 and g.node("1").act == "relu"
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    assert rel_err(reference_forward(g, x), run_ort(model, x)) < 1e-5
+
+
+def test_unsupported_operator_is_named():
+    model = _model([helper.make_node("LeakyRelu", ["x"], ["y"], name="leaky")], {}, (1, 3, 5, 5))
+    with pytest.raises(OnnxImportError, match=r"ONNX node 'leaky' \(LeakyRelu\): operator 'LeakyRelu' is not "
+                                              r"supported; supported: Conv, BatchNormalization"):
+        import_onnx(model)
+
+
+def test_batchnorm_without_conv_is_rejected():
+    one = np.ones(3, np.float32)
+    model = _model([helper.make_node("BatchNormalization", ["x", "a", "a", "a", "a"], ["y"], name="bn0")],
+                   {"a": one}, (1, 3, 5, 5))
+    with pytest.raises(OnnxImportError, match="'bn0' .*only right after a Conv"):
+        import_onnx(model)
+
+
+def test_corrupt_and_missing_files(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x01garbage that is not protobuf\xff\xff")
+    with pytest.raises(OnnxImportError, match="bad.onnx: not a valid ONNX model"):
+        import_onnx(bad)
+    with pytest.raises(OnnxImportError, match="missing.onnx: no such file"):
+        import_onnx(tmp_path / "missing.onnx")
+
+
+def test_onnx_zoo_entry(tmp_path):
+    g = build_model("sample", **SMALL["sample"])
+    export_onnx(g, tmp_path / "s.onnx")
+    g2 = build_model("onnx", path=str(tmp_path / "s.onnx"))
+    x = seeded_input(g, 1)
+    assert rel_err(reference_forward(g2, x), reference_forward(g, x)) < 1e-12
