@@ -1,0 +1,93 @@
+"""What a backend is: a name, a config dataclass, the devices and packages it needs,
+and ``prepare`` returning a :class:`Prepared` (the one-inference callable and friends).
+The runner does everything else (timing, correctness, statistics, tracking)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ios_core.ir import Graph
+
+from .config import BackendConfig
+
+
+class BackendError(RuntimeError):
+    """A backend cannot run as configured; the message says why and what to do."""
+
+
+class MissingDependency(BackendError):
+    pass
+
+
+@dataclass
+class Prepared:
+    """A backend's compiled model bound to a device.
+
+    ``load_input`` moves the seeded numpy input to the device (timed as load time),
+    ``infer`` runs one inference on that handle, ``to_numpy`` brings an output back for
+    the correctness check, ``synchronize`` waits for the device. ``cuda_stream`` is set
+    where the work runs on a torch CUDA stream, so the runner can also time it with
+    CUDA events.
+    """
+
+    infer: Callable[[Any], Any]
+    load_input: Callable[[np.ndarray], Any] = lambda x: x
+    to_numpy: Callable[[Any], np.ndarray] = lambda y: np.asarray(y)
+    synchronize: Callable[[], None] = lambda: None
+    cuda_stream: Any = None
+    artifacts: dict[str, str] = field(default_factory=dict)  # file name -> text content
+    params: dict[str, Any] = field(default_factory=dict)  # extra params to log
+    display_name: str | None = None
+    device_name: str = ""
+    check_output: bool = True
+
+
+class Backend:
+    """Base class of every backend plugin."""
+
+    name: ClassVar[str] = ""
+    display_name: ClassVar[str] = ""
+    config_class: ClassVar[type] = BackendConfig
+    devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
+    requires: ClassVar[tuple[str, ...]] = ()  # importable module names
+    extra: ClassVar[str] = ""  # pip extra that installs them
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        return [m for m in cls.requires if importlib.util.find_spec(m) is None]
+
+    @classmethod
+    def check_installed(cls) -> None:
+        missing = cls.missing()
+        if missing:
+            hint = f"pip install -e '.[{cls.extra}]'" if cls.extra else f"pip install {' '.join(missing)}"
+            raise MissingDependency(f"backend {cls.name!r} needs {', '.join(missing)}, which is not installed: "
+                                    f"{hint}")
+
+    @classmethod
+    def versions(cls) -> dict[str, str]:
+        """Versions of the libraries this backend runs on (recorded as tags)."""
+        out = {}
+        for mod in cls.requires:
+            try:
+                out[mod] = getattr(importlib.import_module(mod), "__version__", "unknown")
+            except Exception:  # missing or broken: recorded as such
+                out[mod] = "missing"
+        return out
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    def label(self) -> str:
+        """Name in the one-line summary (``Optimization:`` field)."""
+        return self.display_name or self.name
+
+    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+        raise NotImplementedError
+

@@ -1,0 +1,111 @@
+"""Structured-config dataclasses for every config group.
+
+Hydra validates overrides against these types before anything runs (a misspelt key or
+``batch=abc`` fails at composition); :func:`validate` adds the value checks types
+cannot express. Backends contribute their own dataclass under ``backend/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message says which and what is allowed."""
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"  # strict float32, TF32 off
+    tf32 = "tf32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+
+
+class DeviceType(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class ClockLock(str, Enum):
+    off = "off"
+    on = "on"  # lock if permitted, warn otherwise
+    required = "required"  # a lock that fails is an error
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DeviceConfig:
+    type: DeviceType = DeviceType.auto
+    index: int = 0
+    lock_clocks: ClockLock = ClockLock.off
+    clock: str = "base"  # "base" (TDP clock), "max", or a frequency in MHz
+    sample_interval_ms: int = 50
+
+
+@dataclass
+class RunnerConfig:
+    warmup_iters: int = 10
+    warmup_time_s: float = 1.0
+    min_iters: int = 100
+    min_time_s: float = 2.0
+    max_time_s: float = 60.0
+    max_iters: int = 1_000_000
+    ci_rel_target: float = 0.005  # stop once the 95% CI of the median is within +-0.5%
+    check_samples: int = 2  # samples of the batch compared with the float64 reference
+    timeout_s: float = 1800.0
+    isolate: bool = True  # run each measurement in a spawned child process
+    seed: int = 0
+
+
+@dataclass
+class TrackingConfig:
+    enabled: bool = True
+    uri: str = ""  # empty: sqlite store under results/
+    experiment: str = "harness"
+    results_dir: str = str(REPO_ROOT / "results")
+
+
+@dataclass
+class BackendConfig:
+    """Base of every backend's config; ``name`` selects the plugin."""
+
+    name: str = MISSING
+
+
+@dataclass
+class BenchConfig:
+    model: ModelConfig = MISSING
+    backend: Any = MISSING
+    device: DeviceConfig = field(default_factory=DeviceConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    batch: int = 1
+    precision: Precision = Precision.fp32
+
+
+def validate(cfg: Any) -> None:
+    """Value checks beyond types; raise ConfigError naming the key and the allowed range."""
+    if int(cfg.batch) < 1:
+        raise ConfigError(f"batch={cfg.batch} is invalid: the batch size must be a positive integer")
+    r = cfg.runner
+    for key in ("warmup_iters", "min_iters", "max_iters", "check_samples"):
+        if int(r[key]) < 0:
+            raise ConfigError(f"runner.{key}={r[key]} must be >= 0")
+    if float(r.max_time_s) <= 0 or float(r.timeout_s) <= 0:
+        raise ConfigError("runner.max_time_s and runner.timeout_s must be positive")
+    clock = str(cfg.device.clock)
+    if clock not in ("base", "max") and not clock.isdigit():
+        raise ConfigError(f"device.clock={clock!r} is invalid: use base, max or a frequency in MHz")

@@ -1,0 +1,67 @@
+"""Environment capture: what a number was measured on (recorded as run tags)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+
+from .config import REPO_ROOT
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "missing"
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_state() -> dict[str, str]:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return {"git_commit": commit or "unknown", "git_dirty": str(bool(dirty)).lower()}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": "unknown", "git_dirty": "unknown"}
+
+
+def gpu_info(nvml, index: int = 0) -> dict[str, str]:
+    if nvml is None:
+        return {}
+    try:
+        h = nvml.nvmlDeviceGetHandleByIndex(index)
+        name = nvml.nvmlDeviceGetName(h)
+        driver = nvml.nvmlSystemGetDriverVersion()
+        return {"gpu_name": name if isinstance(name, str) else name.decode(),
+                "gpu_driver": driver if isinstance(driver, str) else driver.decode(),
+                "gpu_sm_clock_mhz": str(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
+                "gpu_max_sm_clock_mhz": str(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
+                "gpu_temperature_c": str(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU))}
+    except Exception as exc:  # partial NVML support: record what failed
+        return {"gpu_info_error": str(exc)}
+
+
+def capture(device: str, nvml=None, index: int = 0) -> dict[str, str]:
+    import torch
+
+    env = {"python": platform.python_version(), "platform": platform.platform(), "cpu_model": cpu_model(),
+           "hostname": platform.node(), "torch": torch.__version__, "numpy": _version("numpy"),
+           "onnx": _version("onnx"), "ios_harness": _version("ios-harness"), "device": device}
+    if device == "cuda" and torch.cuda.is_available():
+        env.update(cuda=str(torch.version.cuda), cudnn=str(torch.backends.cudnn.version()),
+                   torch_device_name=torch.cuda.get_device_name(index))
+    env.update(gpu_info(nvml, index))
+    env.update(git_state())
+    return env

@@ -1,0 +1,70 @@
+"""Process isolation: each measurement runs in a spawned child, so a backend that
+crashes, hangs or runs out of memory fails its own run and a sweep goes on."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    result: dict[str, Any] | None = None
+    error: str = ""  # one line: what went wrong
+    detail: str = ""  # traceback or signal information
+
+
+def _child(conn, fn, arg) -> None:
+    try:
+        conn.send(("ok", fn(arg)))
+    except BaseException as exc:  # report every failure to the parent, then exit
+        conn.send(("error", (f"{type(exc).__name__}: {exc}", traceback.format_exc())))
+    finally:
+        conn.close()
+
+
+def run_inline(fn, arg) -> Outcome:
+    try:
+        return Outcome(True, fn(arg))
+    except Exception as exc:
+        return Outcome(False, None, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+
+def run_isolated(fn, arg, timeout_s: float) -> Outcome:
+    """Call ``fn(arg)`` in a spawned process; never raises for the child's failures."""
+    ctx = mp.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, fn, arg), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if not recv.poll(timeout_s):
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+                return Outcome(False, None, f"timed out after {timeout_s:g} s (runner.timeout_s) and was killed")
+        try:
+            status, payload = recv.recv()
+        except EOFError:
+            proc.join(10)
+            code = proc.exitcode
+            if code is not None and code < 0:
+                name = signal.Signals(-code).name
+                hint = " (possibly out of memory)" if -code == signal.SIGKILL else ""
+                return Outcome(False, None, f"the measuring process died with {name}{hint}", f"exit code {code}")
+            return Outcome(False, None, f"the measuring process exited with code {code} without a result")
+        proc.join(10)
+        if status == "ok":
+            return Outcome(True, payload)
+        return Outcome(False, None, payload[0], payload[1])
+    except KeyboardInterrupt:
+        proc.kill()
+        raise
+    finally:
+        recv.close()
+        if proc.is_alive():
+            proc.kill()

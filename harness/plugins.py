@@ -1,0 +1,65 @@
+"""The plugin manager: loads backends from the ``harness.backends`` entry points (the
+built-in ones included) and from ``HARNESS_PLUGINS``; registers their config
+dataclasses with Hydra's ConfigStore before composition."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from functools import cache
+
+import pluggy
+
+from . import hookspecs
+from .backend import Backend, BackendError
+from .hookspecs import PROJECT
+
+ENTRY_POINT_GROUP = "harness.backends"
+
+
+@cache
+def plugin_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    for mod in filter(None, (m.strip() for m in os.environ.get("HARNESS_PLUGINS", "").split(","))):
+        if not pm.is_registered(module := importlib.import_module(mod)):
+            pm.register(module, name=mod)
+    return pm
+
+
+@cache
+def backends() -> dict[str, type[Backend]]:
+    found: dict[str, type[Backend]] = {}
+    for group in plugin_manager().hook.harness_backends():
+        for cls in group or []:
+            if cls.name in found and found[cls.name] is not cls:
+                raise BackendError(f"two plugins provide a backend named {cls.name!r}")
+            found[cls.name] = cls
+    return dict(sorted(found.items()))
+
+
+def get_backend(name: str) -> type[Backend]:
+    try:
+        return backends()[name]
+    except KeyError:
+        raise BackendError(f"unknown backend {name!r}; choose one of: {', '.join(backends())}") from None
+
+
+def register_configs() -> None:
+    """Store every backend's dataclass as ``backend/<name>`` (before Hydra composes)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    for name, cls in backends().items():
+        cs.store(group="backend", name=name, node=cls.config_class(name=name))
+
+
+def backend_table() -> list[tuple[str, str, str, str]]:
+    """(name, devices, status, extra) per backend, for ``--list-backends``."""
+    rows = []
+    for name, cls in backends().items():
+        missing = cls.missing()
+        status = "ready" if not missing else f"missing {', '.join(missing)}"
+        rows.append((name, ",".join(cls.devices), status, cls.extra or "-"))
+    return rows

@@ -1,0 +1,160 @@
+"""The one measurement protocol every backend gets (runs inside the child process).
+
+prepare (timed: "optimization cost") -> load input (timed) -> first call (timed) ->
+correctness against the float64 reference (a mismatch fails the run) -> warmup by
+count and time -> per-iteration sync/t0/call/sync/t1 host timing, plus CUDA events
+where the backend runs on a torch CUDA stream -> stop after min iters and min time
+once the median's 95% CI is tight enough, or at max time -> statistics.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ios_core.interpreters import reference_forward, seeded_input
+from ios_core.models import build_model
+
+from .backend import BackendError
+from .clocks import ClockSampler, load_nvml
+from .config import ConfigError
+from .plugins import get_backend
+from .stats import ci_rel_halfwidth, summarize
+
+# max |out - ref| / max |ref| allowed per precision
+TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 3e-2, "bf16": 8e-2}
+
+
+class CorrectnessError(BackendError):
+    pass
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda was asked for but no CUDA GPU is available "
+                          "(torch.cuda.is_available() is False); use device=cpu or device=auto")
+    return requested
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    out = np.asarray(out, dtype=np.float64).reshape(ref.shape[0], -1)
+    ref = ref.reshape(ref.shape[0], -1)
+    if out.shape != ref.shape:
+        raise CorrectnessError(f"output has {out.shape[1]} values per sample, the reference {ref.shape[1]}")
+    if not np.isfinite(out).all():
+        raise CorrectnessError("output contains NaN or Inf")
+    abs_err = float(np.abs(out - ref).max())
+    return abs_err, abs_err / max(float(np.abs(ref).max()), 1e-12)
+
+
+def _timed_loop(prep, handle, r, sampler) -> tuple[list[float], list[float], list[float]]:
+    """Warmup, then timed iterations; returns host ms, event ms, start stamps."""
+    infer, sync = prep.infer, prep.synchronize
+    t_end = time.perf_counter() + r["warmup_time_s"]
+    i = 0
+    while i < r["warmup_iters"] or time.perf_counter() < t_end:
+        infer(handle)
+        i += 1
+    sync()
+    events = None
+    if prep.cuda_stream is not None:
+        import torch
+        events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+    host, gpu, stamps = [], [], []
+    start = time.perf_counter()
+    while True:
+        sync()
+        t0 = time.perf_counter_ns()
+        if events is not None:
+            events[0].record(prep.cuda_stream)
+        infer(handle)
+        if events is not None:
+            events[1].record(prep.cuda_stream)
+        sync()
+        t1 = time.perf_counter_ns()
+        host.append((t1 - t0) / 1e6)
+        stamps.append(t0 / 1e9)
+        if events is not None:
+            gpu.append(events[0].elapsed_time(events[1]))
+        n, elapsed = len(host), time.perf_counter() - start
+        if n >= r["max_iters"] or elapsed >= r["max_time_s"]:
+            break
+        if n >= r["min_iters"] and elapsed >= r["min_time_s"] and (n % 16 == 0) and \
+                ci_rel_halfwidth(np.array(host)) <= r["ci_rel_target"]:
+            break
+    return host, gpu, stamps
+
+
+def measure(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Run one measurement from a plain-dict config; returns metrics, params, artifacts."""
+    import torch
+
+    from . import environment
+
+    r = cfg["runner"]
+    torch.manual_seed(r["seed"])
+    device = resolve_device(cfg["device"]["type"])
+    backend_cls = get_backend(cfg["backend"]["name"])
+    backend_cls.check_installed()
+    if device not in backend_cls.devices:
+        raise BackendError(f"backend {backend_cls.name!r} does not run on {device} "
+                           f"(it supports: {', '.join(backend_cls.devices)})")
+    t = time.perf_counter()
+    graph = build_model(cfg["model"]["name"], **cfg["model"].get("params", {}))
+    metrics: dict[str, float] = {"model_build_s": time.perf_counter() - t}
+    batch, precision = int(cfg["batch"]), cfg["precision"]
+    backend = backend_cls(cfg["backend"])
+
+    t = time.perf_counter()
+    prep = backend.prepare(graph, batch, device, precision)
+    metrics["optimization_cost_s"] = time.perf_counter() - t
+
+    x = seeded_input(graph, batch, r["seed"])
+    t = time.perf_counter()
+    handle = prep.load_input(x)
+    prep.synchronize()
+    metrics["load_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    out = prep.infer(handle)
+    prep.synchronize()
+    metrics["first_call_ms"] = (time.perf_counter() - t) * 1e3
+
+    if prep.check_output and r["check_samples"] > 0:
+        k = min(batch, r["check_samples"])
+        ref = reference_forward(graph, x[:k])
+        got = prep.to_numpy(out)[:k]
+        abs_err, rel = relative_error(got, ref)
+        metrics.update(max_abs_error=abs_err, max_rel_error=rel)
+        tol = TOLERANCE[precision]
+        if rel > tol:
+            raise CorrectnessError(f"output mismatch: relative error {rel:.3g} exceeds the {precision} tolerance "
+                                   f"{tol:g} (max abs error {abs_err:.3g})")
+
+    nvml = load_nvml() if device == "cuda" else None
+    sampler = ClockSampler(nvml, cfg["device"]["index"], cfg["device"]["sample_interval_ms"] / 1e3).start()
+    try:
+        host, gpu, stamps = _timed_loop(prep, handle, r, sampler)
+    finally:
+        sampler.stop()
+    target = float(cfg.get("_clock_target_mhz") or 0)
+    mask = sampler.throttled_mask(stamps, target)
+    kept = [h for h, m in zip(host, mask) if not m]
+    metrics["throttled_samples_dropped"] = float(len(host) - len(kept))
+    metrics.update(summarize(np.array(kept or host), batch))
+    if gpu:
+        g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch)
+        metrics.update({f"gpu_{k}": v for k, v in g.items() if k.startswith("latency_")})
+    metrics.update(sampler.summary())
+    env = environment.capture(device, nvml, cfg["device"]["index"])
+    env.update({f"lib_{k}": v for k, v in backend_cls.versions().items()})
+    if prep.device_name:
+        env["backend_device"] = prep.device_name
+    return {"metrics": metrics, "env": env, "params": prep.params, "artifacts": prep.artifacts,
+            "latencies_ms": host, "gpu_latencies_ms": gpu, "device": device,
+            "display_name": prep.display_name or backend.label(), "graph_hash": graph.hash()}

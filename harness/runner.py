@@ -1,0 +1,87 @@
+"""``harness.run(cfg)``: one measurement end to end, callable from Python; the CLI is a
+thin layer over it. The parent locks clocks (if asked), runs the protocol in a child
+process, writes the JSON record, then logs it to MLflow."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .clocks import ClockLock, load_nvml
+from .config import BenchConfig, ClockLock as LockMode, validate
+from .isolation import run_inline, run_isolated
+from .protocol import measure
+from .tracking import default_uri, deliver, flatten, new_record, save_record
+
+
+def summary_line(model: str, optimization: str, batch: int, cost_s: float | None, latency_ms: float | None) -> str:
+    """The original IOS one-liner (widths 12/15/3/8/10)."""
+    cost = "failed" if cost_s is None else f"{cost_s:.0f} sec"
+    lat = "failed" if latency_ms is None else f"{latency_ms:.2f} ms"
+    return (f"Model: {model:<12} | Optimization: {optimization:<15} | Batchsize: {batch:<3} | "
+            f"Optimization cost: {cost:<8} | Latency: {lat:<10}")
+
+
+def to_plain(cfg: Any) -> dict[str, Any]:
+    """Any config form (BenchConfig, DictConfig, dict) -> a validated plain dict."""
+    if isinstance(cfg, dict):
+        cfg = OmegaConf.merge(OmegaConf.structured(BenchConfig), cfg)
+    elif not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.structured(cfg)
+    validate(cfg)
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
+
+
+def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> dict[str, Any]:
+    """Measure one (model, backend, batch, device, precision); returns the record."""
+    plain = to_plain(cfg)
+    tr = plain["tracking"]
+    tracking = {"enabled": tr["enabled"], "uri": tr["uri"] or default_uri(tr["results_dir"]),
+                "experiment": tr["experiment"], **(sweep or {})}
+    record = new_record(plain, tracking)
+    record["run_name"] = f"{plain['model']['name']}-{plain['backend']['name']}-bs{plain['batch']}-{plain['precision']}"
+    runner = plain["runner"]
+    dev = plain["device"]
+    lock = None
+    if dev["lock_clocks"] != LockMode.off.value:
+        nvml = load_nvml()
+        lock = ClockLock(nvml, dev["index"], dev["clock"], required=dev["lock_clocks"] == LockMode.required.value)
+    try:
+        if lock is not None and lock.lock():
+            plain["_clock_target_mhz"] = lock.locked_mhz
+            record["tags"]["clock_locked_mhz"] = str(lock.locked_mhz)
+        outcome = (run_isolated(measure, plain, runner["timeout_s"]) if runner["isolate"]
+                   else run_inline(measure, plain))
+    except Exception as exc:  # clock lock required but refused, ...
+        from .isolation import Outcome
+        outcome = Outcome(False, None, f"{type(exc).__name__}: {exc}")
+    finally:
+        if lock is not None:
+            lock.reset()
+    plain.pop("_clock_target_mhz", None)
+    record["tags"]["clock_locked"] = str(bool(record["tags"].get("clock_locked_mhz"))).lower()
+    label = plain["backend"]["name"]
+    if outcome.ok:
+        res = outcome.result
+        record.update(status="FINISHED", metrics=res["metrics"], params=res["params"],
+                      artifacts=res["artifacts"], latencies_ms=res["latencies_ms"],
+                      gpu_latencies_ms=res["gpu_latencies_ms"], graph_hash=res["graph_hash"])
+        record["tags"].update(res["env"])
+        label = res["display_name"]
+        line = summary_line(plain["model"]["name"], label, plain["batch"], res["metrics"]["optimization_cost_s"],
+                            res["metrics"]["latency_median_ms"])
+    else:
+        record.update(status="FAILED", error=outcome.error, detail=outcome.detail)
+        line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
+    record["summary"] = line
+    record["tags"]["harness.status"] = record["status"]
+    save_record(record, tr["results_dir"])
+    deliver(record, tr["results_dir"])
+    if not quiet:
+        print(line, file=sys.stdout if outcome.ok else sys.stderr, flush=True)
+    return record
+
+
+__all__ = ["flatten", "run", "summary_line", "to_plain"]

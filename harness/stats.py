@@ -1,0 +1,55 @@
+"""Latency statistics: median headline, tails gated by sample count, a distribution-free
+95% confidence interval of the median, Tukey outliers counted but never dropped."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+P90_MIN_SAMPLES = 64
+P99_MIN_SAMPLES = 662
+
+
+def median_ci(samples: np.ndarray, z: float = 1.96) -> tuple[float, float]:
+    """95% CI of the median from order statistics (normal approximation of the
+    binomial): ranks n/2 -+ z*sqrt(n)/2."""
+    x = np.sort(np.asarray(samples, dtype=np.float64))
+    n = len(x)
+    if n == 0:
+        return (math.nan, math.nan)
+    half = z * math.sqrt(n) / 2
+    lo = max(int(math.floor(n / 2 - half)), 0)
+    hi = min(int(math.ceil(n / 2 + half)), n - 1)
+    return float(x[lo]), float(x[hi])
+
+
+def ci_rel_halfwidth(samples: np.ndarray) -> float:
+    lo, hi = median_ci(samples)
+    med = float(np.median(samples))
+    return (hi - lo) / 2 / med if med > 0 else math.inf
+
+
+def summarize(samples_ms: np.ndarray, batch: int) -> dict[str, float]:
+    """Statistics of per-iteration latencies in ms (p90/p99 only with enough samples)."""
+    x = np.asarray(samples_ms, dtype=np.float64)
+    n = len(x)
+    if n == 0:
+        raise ValueError("no latency samples")
+    med = float(np.median(x))
+    q1, q3 = np.percentile(x, [25, 75])
+    iqr = q3 - q1
+    lo, hi = median_ci(x)
+    out = {
+        "latency_median_ms": med, "latency_mean_ms": float(x.mean()), "latency_min_ms": float(x.min()),
+        "latency_max_ms": float(x.max()), "latency_std_ms": float(x.std(ddof=1)) if n > 1 else 0.0,
+        "latency_ci_low_ms": lo, "latency_ci_high_ms": hi, "latency_iqr_ms": float(iqr),
+        "samples": float(n), "outliers": float(np.sum((x < q1 - 1.5 * iqr) | (x > q3 + 1.5 * iqr))),
+        "throughput_ips": batch / (med / 1000.0) if med > 0 else math.inf,
+    }
+    out["latency_cv"] = out["latency_std_ms"] / out["latency_mean_ms"] if out["latency_mean_ms"] > 0 else 0.0
+    if n >= P90_MIN_SAMPLES:
+        out["latency_p90_ms"] = float(np.percentile(x, 90))
+    if n >= P99_MIN_SAMPLES:
+        out["latency_p99_ms"] = float(np.percentile(x, 99))
+    return out

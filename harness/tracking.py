@@ -1,0 +1,149 @@
+"""Durable records and MLflow tracking.
+
+Every finished measurement (failed ones too) is first written as a JSON record under
+``results/records/pending/``; it moves to ``results/records/`` once MLflow has it. If
+the store cannot be reached, or MLflow is not installed (the lent GPU machine), the
+record stays pending and ``python -m harness.upload`` sends it later: nothing measured
+is lost. A sweep is a parent run (found or created by its sweep id) with child runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+MAX_PARAM_LEN = 6000
+
+
+def default_uri(results_dir: str | Path) -> str:
+    return f"sqlite:///{(Path(results_dir) / 'mlflow.db').resolve()}"
+
+
+def records_dir(results_dir: str | Path) -> Path:
+    return Path(results_dir) / "records"
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = str(d)[:MAX_PARAM_LEN]
+    return out
+
+
+def new_record(cfg: dict[str, Any], tracking: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": uuid.uuid4().hex, "created": datetime.now(timezone.utc).isoformat(), "config": cfg,
+            "tracking": tracking, "status": "RUNNING", "metrics": {}, "tags": {}, "params": {},
+            "artifacts": {}}
+
+
+def save_record(record: dict[str, Any], results_dir: str | Path, pending: bool = True) -> Path:
+    base = records_dir(results_dir)
+    path = (base / "pending" if pending else base) / f"{record['run_id']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=str))
+    tmp.replace(path)  # atomic: a crash never leaves half a record
+    return path
+
+
+def pending_records(results_dir: str | Path) -> list[Path]:
+    return sorted((records_dir(results_dir) / "pending").glob("*.json"))
+
+
+class Tracker:
+    """Logs records to one MLflow store (created on first use)."""
+
+    def __init__(self, uri: str, experiment: str):
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+        from mlflow.tracking import MlflowClient
+
+        self.uri, self.experiment = uri, experiment
+        self.client = MlflowClient(tracking_uri=uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+
+    def parent_run(self, sweep_id: str, name: str) -> str:
+        """Find or create the parent run of a sweep (idempotent across jobs and uploads)."""
+        found = self.client.search_runs([self.experiment_id], f"tags.`harness.sweep_id` = '{sweep_id}' and "
+                                                              f"tags.`harness.parent` = 'true'", max_results=1)
+        if found:
+            return found[0].info.run_id
+        run = self.client.create_run(self.experiment_id, run_name=name,
+                                     tags={"harness.sweep_id": sweep_id, "harness.parent": "true"})
+        return run.info.run_id
+
+    def finish_parent(self, run_id: str) -> None:
+        self.client.set_terminated(run_id, "FINISHED")
+
+    def log(self, record: dict[str, Any]) -> str:
+        from mlflow.entities import Metric, Param, RunTag
+
+        tags = {k: str(v) for k, v in record.get("tags", {}).items()}
+        tags["harness.record_id"] = record["run_id"]
+        sweep = record["tracking"].get("sweep_id")
+        if sweep:
+            tags["mlflow.parentRunId"] = self.parent_run(sweep, record["tracking"].get("sweep_name", sweep))
+            tags["harness.sweep_id"] = sweep
+        if record.get("error"):
+            tags["harness.error"] = record["error"][:5000]
+        run = self.client.create_run(self.experiment_id, run_name=record.get("run_name"), tags=tags)
+        rid = run.info.run_id
+        params = flatten(record["config"])
+        params.update({f"backend_out.{k}": str(v)[:MAX_PARAM_LEN] for k, v in record.get("params", {}).items()})
+        plist = [Param(k[:250], v) for k, v in params.items()]
+        ts = int(datetime.fromisoformat(record["created"]).timestamp() * 1000)
+        mlist = [Metric(k, float(v), ts, 0) for k, v in record.get("metrics", {}).items()]
+        for i in range(0, len(plist), 100):
+            self.client.log_batch(rid, params=plist[i:i + 100])
+        for i in range(0, len(mlist), 1000):
+            self.client.log_batch(rid, metrics=mlist[i:i + 1000])
+        with tempfile.TemporaryDirectory() as tmp:
+            files = {"record.json": json.dumps(record, indent=1, default=str),
+                     "config.json": json.dumps(record["config"], indent=1, default=str),
+                     "env.json": json.dumps(record.get("tags", {}), indent=1),
+                     "latencies_ms.json": json.dumps({"host": record.get("latencies_ms", []),
+                                                      "gpu": record.get("gpu_latencies_ms", [])})}
+            files.update(record.get("artifacts", {}))
+            for name, text in files.items():
+                (Path(tmp) / name).write_text(text)
+            self.client.log_artifacts(rid, tmp)
+        self.client.set_terminated(rid, "FINISHED" if record["status"] == "FINISHED" else "FAILED")
+        return rid
+
+
+def mlflow_available() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("mlflow") is not None
+
+
+def deliver(record: dict[str, Any], results_dir: str | Path) -> str | None:
+    """Send a saved record to its store; on success move it out of pending.
+    Returns the MLflow run id, or None (with a one-line warning) when it stays pending."""
+    tr = record["tracking"]
+    if not tr.get("enabled", True):
+        return None
+    if not mlflow_available():
+        warnings.warn("MLflow is not installed: the record stays in results/records/pending; "
+                      "upload it later with `python -m harness.upload` where MLflow is installed", stacklevel=2)
+        return None
+    try:
+        rid = Tracker(tr["uri"], tr["experiment"]).log(record)
+    except Exception as exc:  # store down or unreachable: keep the record for a later upload
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        warnings.warn(f"could not log to MLflow at {tr['uri']} ({first[:200]}); the record is kept in "
+                      f"results/records/pending: run `python -m harness.upload` later", stacklevel=2)
+        return None
+    record["mlflow_run_id"] = rid
+    save_record(record, results_dir, pending=False)
+    (records_dir(results_dir) / "pending" / f"{record['run_id']}.json").unlink(missing_ok=True)
+    return rid

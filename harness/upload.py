@@ -1,0 +1,46 @@
+"""``python -m harness.upload``: send pending JSON records to MLflow.
+
+Records stay in results/records/pending/ when the store was down or MLflow was not
+installed (the lent GPU machine); copy that folder home and run this.
+
+    python -m harness.upload [--results-dir DIR] [--uri URI] [--experiment NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import TrackingConfig
+from .tracking import deliver, mlflow_available, pending_records
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.upload", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results-dir", default=TrackingConfig.results_dir)
+    ap.add_argument("--uri", default=None, help="override the store recorded in each record")
+    ap.add_argument("--experiment", default=None)
+    args = ap.parse_args(argv)
+    if not mlflow_available():
+        print("error: MLflow is not installed here: pip install -e '.[mlflow]'", file=sys.stderr)
+        return 2
+    paths = pending_records(args.results_dir)
+    sent = 0
+    for path in paths:
+        record = json.loads(path.read_text())
+        tr = record["tracking"]
+        tr["enabled"] = True
+        if args.uri:
+            tr["uri"] = args.uri
+        if args.experiment:
+            tr["experiment"] = args.experiment
+        if deliver(record, args.results_dir):
+            sent += 1
+    print(f"uploaded {sent} of {len(paths)} pending record(s)")
+    return 0 if sent == len(paths) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
