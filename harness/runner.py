@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from .clocks import ClockLock, load_nvml
 from .config import BenchConfig, ClockLock as LockMode, validate
 from .isolation import run_inline, run_isolated
+from .plugins import get_backend
 from .protocol import measure
 from .tracking import default_uri, deliver, flatten, new_record, save_record
 
@@ -26,7 +27,11 @@ def summary_line(model: str, optimization: str, batch: int, cost_s: float | None
 
 def to_plain(cfg: Any) -> dict[str, Any]:
     """Any config form (BenchConfig, DictConfig, dict) -> a validated plain dict."""
-    if isinstance(cfg, dict):
+    if isinstance(cfg, dict):  # from Python: apply the schema and the backend's dataclass defaults
+        cfg = dict(cfg)
+        name = cfg.get("backend", {}).get("name", "pytorch")
+        cfg["backend"] = OmegaConf.merge(OmegaConf.structured(get_backend(name).config_class(name=name)),
+                                         cfg.get("backend", {}))
         cfg = OmegaConf.merge(OmegaConf.structured(BenchConfig), cfg)
     elif not isinstance(cfg, DictConfig):
         cfg = OmegaConf.structured(cfg)
@@ -77,7 +82,7 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
         line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
     record["summary"] = line
     record["tags"]["harness.status"] = record["status"]
-    save_record(record, tr["results_dir"])
+    save_record(record, tr["results_dir"], pending=tr["enabled"])
     deliver(record, tr["results_dir"])
     if not quiet:
         print(line, file=sys.stdout if outcome.ok else sys.stderr, flush=True)

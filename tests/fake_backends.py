@@ -1,0 +1,49 @@
+"""Misbehaving backends for the isolation tests (registered via HARNESS_PLUGINS)."""
+
+import os
+import signal
+import time
+
+import numpy as np
+
+from harness.backend import Backend, Prepared
+from harness.hookspecs import hookimpl
+
+
+class Crash(Backend):
+    name = "test_crash"
+
+    def prepare(self, graph, batch, device, precision):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class Hang(Backend):
+    name = "test_hang"
+
+    def prepare(self, graph, batch, device, precision):
+        time.sleep(3600)
+
+
+class Boom(Backend):
+    name = "test_raise"
+
+    def prepare(self, graph, batch, device, precision):
+        raise RuntimeError("kaboom in prepare")
+
+
+class Wrong(Backend):
+    name = "test_wrong"
+
+    def prepare(self, graph, batch, device, precision):
+        return Prepared(infer=lambda x: np.zeros((x.shape[0], *graph.output_shape)) + 1.0)
+
+
+class Missing(Backend):
+    name = "test_missing"
+    requires = ("surely_not_a_module_xyz",)
+    extra = "tvm"
+
+
+@hookimpl
+def harness_backends():
+    return [Crash, Hang, Boom, Wrong, Missing]

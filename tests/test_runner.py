@@ -1,0 +1,145 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import harness
+from harness.plugins import backend_table, backends
+from harness.runner import summary_line
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli(*args, cwd=REPO, timeout=300):
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_summary_line_format():
+    line = summary_line("inception_v3", "IOS-Both", 1, 48.2, 3.94)
+    assert line == ("Model: inception_v3 | Optimization: IOS-Both        | Batchsize: 1   | "
+                    "Optimization cost: 48 sec   | Latency: 3.94 ms   ")
+
+
+def test_plugin_discovery_through_entry_points():
+    found = backends()
+    assert {"pytorch", "null"} <= set(found)
+    assert found["pytorch"].__module__.startswith("harness_plugins.pytorch")
+    rows = {r[0]: r for r in backend_table()}
+    assert rows["pytorch"][2] == "ready"
+    assert rows["test_missing"][2] == "missing surely_not_a_module_xyz"
+
+
+@pytest.mark.parametrize("mode", ["eager", "compile"])
+def test_pytorch_end_to_end(bench_cfg, mode):
+    rec = harness.run(bench_cfg(**{"backend.mode": mode}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    m = rec["metrics"]
+    assert m["max_rel_error"] < 1e-5
+    assert m["samples"] >= 5 and m["latency_median_ms"] > 0
+    assert m["latency_min_ms"] <= m["latency_median_ms"] <= m["latency_max_ms"]
+    assert rec["summary"].startswith("Model: sample       | Optimization: " +
+                                     ("PyTorch " if mode == "eager" else "TorchCompile "))
+    assert rec["tags"]["device"] == "cpu" and rec["tags"]["git_commit"]
+    saved = json.loads(next((Path(rec["config"]["tracking"]["results_dir"]) / "records").glob("*.json"))
+                       .read_text())
+    assert saved["run_id"] == rec["run_id"] and len(saved["latencies_ms"]) == m["samples"]
+
+
+@pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("bf16", 8e-2)])
+def test_pytorch_precisions_and_channels_last(bench_cfg, precision, tol):
+    rec = harness.run(bench_cfg(precision=precision, **{"backend.channels_last": True}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["metrics"]["max_rel_error"] < tol
+
+
+def test_cudagraph_mode_needs_cuda(bench_cfg):
+    rec = harness.run(bench_cfg(**{"backend.mode": "cudagraph"}), quiet=True)
+    assert rec["status"] == "FAILED"
+    assert "mode=cudagraph needs device=cuda" in rec["error"]
+
+
+def test_null_backend_measures_overhead(bench_cfg):
+    rec = harness.run(bench_cfg(**{"backend.name": "null"}), quiet=True)
+    assert rec["status"] == "FINISHED"
+    assert rec["metrics"]["latency_median_ms"] < 1.0
+
+
+def test_wrong_output_fails_the_run(bench_cfg):
+    rec = harness.run(bench_cfg(**{"backend.name": "test_wrong"}), quiet=True)
+    assert rec["status"] == "FAILED"
+    assert "output mismatch: relative error" in rec["error"] and "fp32 tolerance 0.0001" in rec["error"]
+
+
+def test_missing_dependency_names_the_extra(bench_cfg):
+    rec = harness.run(bench_cfg(**{"backend.name": "test_missing"}), quiet=True)
+    assert rec["status"] == "FAILED"
+    assert "backend 'test_missing' needs surely_not_a_module_xyz, which is not installed: " \
+           "pip install -e '.[tvm]'" in rec["error"]
+
+
+def test_no_gpu_is_a_clear_failure(bench_cfg):
+    rec = harness.run(bench_cfg(**{"device.type": "cuda"}), quiet=True)
+    assert rec["status"] == "FAILED" and "no CUDA GPU is available" in rec["error"]
+
+
+@pytest.mark.parametrize("backend,message", [
+    ("test_crash", "the measuring process died with SIGSEGV"),
+    ("test_raise", "RuntimeError: kaboom in prepare"),
+    ("test_hang", "timed out after 8 s"),
+])
+def test_isolation(bench_cfg, backend, message):
+    cfg = bench_cfg(**{"backend.name": backend, "runner.isolate": True, "runner.timeout_s": 8})
+    rec = harness.run(cfg, quiet=True)
+    assert rec["status"] == "FAILED"
+    assert message in rec["error"]
+
+
+def test_isolated_success_returns_metrics(bench_cfg):
+    rec = harness.run(bench_cfg(**{"runner.isolate": True}), quiet=True)
+    assert rec["status"] == "FINISHED" and rec["metrics"]["samples"] >= 5
+
+
+@pytest.mark.parametrize("args,rc,message", [
+    (["batch=0"], 2, "error: batch=0 is invalid: the batch size must be a positive integer"),
+    (["batch=abc"], 1, "Value 'abc' of type 'str' could not be converted to Integer"),
+    (["model=vgg"], 1, "Could not find 'model/vgg'"),
+    (["backend=nope"], 1, "Available options in 'backend'"),
+    (["backend.mdoe=x"], 1, "Key 'mdoe' not in 'PyTorchConfig'"),
+    (["precision=fp8"], 1, "Invalid value 'fp8', expected one of [fp32, tf32, fp16, bf16]"),
+    (["device.clock=fast"], 2, "device.clock='fast' is invalid"),
+])
+def test_cli_config_errors(args, rc, message):
+    res = cli(*args)
+    assert res.returncode == rc
+    assert message in res.stderr + res.stdout
+    assert "Traceback" not in res.stderr
+
+
+def test_cli_list_backends():
+    res = cli("--list-backends")
+    assert res.returncode == 0 and "pytorch" in res.stdout and "cpu,cuda" in res.stdout
+
+
+def test_cli_multirun_logs_children_under_one_parent(tmp_path):
+    pytest.importorskip("mlflow")
+    res = cli("-m", "batch=1,2", "model=sample", "+model.params.channels=4", "+model.params.size=5",
+              "runner=quick", "device=cpu", f"tracking.results_dir={tmp_path}")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("Model: sample") == 2
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name("harness")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("harness.parent") == "true"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 2
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    assert sorted(r.data.params["batch"] for r in children) == ["1", "2"]
+    assert all(r.data.metrics["latency_median_ms"] > 0 for r in children)
+    assert all(r.info.status == "FINISHED" for r in children)
+    assert not list((tmp_path / "records" / "pending").glob("*.json"))
+    assert np.isfinite([r.data.metrics["max_rel_error"] for r in children]).all()
