@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# PyTorch backend on a CUDA GPU, inception_v3 batch 1, every mode and precision.
+# On the lent H100 (no MLflow there) records stay pending: copy results/records home
+# and run `python -m harness.upload`. Usage: OUT=dir bash bench/gpu_pytorch.sh
+set -uo pipefail
+OUT=${OUT:-results/bench}
+RD=${RESULTS_DIR:-$PWD/results}
+mkdir -p "$OUT"
+if [ -d .whl ]; then  # wheels carried to a machine without Hydra/OmegaConf/pluggy
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-deps --no-build-isolation -e . || exit 1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.csv"
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" | tee -a "$OUT/gpu.csv"
+run() { python3 -m harness model=inception_v3 backend=pytorch batch=1 device=cuda tracking.results_dir="$RD" "$@" 2>&1 \
+        | grep -E "^Model:|error" | tee -a "$OUT/summary.txt"; }
+for prec in fp32 tf32 fp16; do
+  run precision=$prec backend.mode=eager
+  run precision=$prec backend.mode=cudagraph
+  run precision=$prec backend.mode=compile backend.compile_mode=reduce-overhead
+done
+run precision=fp32 backend.mode=compile backend.compile_mode=default
+run precision=tf32 backend.mode=eager backend.channels_last=true
+tar czf "$OUT/records.tgz" -C "$RD" records
