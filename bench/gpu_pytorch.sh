@@ -14,11 +14,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" | tee -a "$OUT/gpu.csv"
 run() { python3 -m harness model=inception_v3 backend=pytorch batch=1 device=cuda tracking.results_dir="$RD" "$@" 2>&1 \
         | grep -E "^Model:|error" | tee -a "$OUT/summary.txt"; }
-for prec in fp32 tf32 fp16; do
-  run precision=$prec backend.mode=eager
-  run precision=$prec backend.mode=cudagraph
-  run precision=$prec backend.mode=compile backend.compile_mode=reduce-overhead
+MODES=${MODES:-eager cudagraph reduce-overhead}
+for prec in ${PRECISIONS:-fp32 tf32 fp16}; do
+  for mode in $MODES; do
+    case $mode in
+      eager|cudagraph) run precision=$prec backend.mode=$mode ;;
+      *) run precision=$prec backend.mode=compile backend.compile_mode=$mode ;;
+    esac
+  done
 done
-run precision=fp32 backend.mode=compile backend.compile_mode=default
-run precision=tf32 backend.mode=eager backend.channels_last=true
 tar czf "$OUT/records.tgz" -C "$RD" records

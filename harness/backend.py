@@ -81,6 +81,10 @@ class Backend:
                 out[mod] = "missing"
         return out
 
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        """Value checks of the backend's config beyond types (raise ConfigError)."""
+
     def __init__(self, cfg: Any):
         self.cfg = cfg
 

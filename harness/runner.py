@@ -10,7 +10,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from .clocks import ClockLock, load_nvml
-from .config import BenchConfig, ClockLock as LockMode, validate
+from .config import BenchConfig, validate
+from .config import ClockLock as LockMode
 from .isolation import run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import measure
@@ -36,6 +37,7 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     elif not isinstance(cfg, DictConfig):
         cfg = OmegaConf.structured(cfg)
     validate(cfg)
+    get_backend(str(cfg.backend.name)).check_config(cfg.backend)
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
 
 

@@ -14,7 +14,7 @@ import os
 import tempfile
 import uuid
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ def flatten(d: Any, prefix: str = "") -> dict[str, str]:
 
 
 def new_record(cfg: dict[str, Any], tracking: dict[str, Any]) -> dict[str, Any]:
-    return {"run_id": uuid.uuid4().hex, "created": datetime.now(timezone.utc).isoformat(), "config": cfg,
+    return {"run_id": uuid.uuid4().hex, "created": datetime.now(UTC).isoformat(), "config": cfg,
             "tracking": tracking, "status": "RUNNING", "metrics": {}, "tags": {}, "params": {},
             "artifacts": {}}
 
@@ -86,7 +86,7 @@ class Tracker:
         self.client.set_terminated(run_id, "FINISHED")
 
     def log(self, record: dict[str, Any]) -> str:
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Metric, Param
 
         tags = {k: str(v) for k, v in record.get("tags", {}).items()}
         tags["harness.record_id"] = record["run_id"]

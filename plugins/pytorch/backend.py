@@ -6,7 +6,7 @@ from enum import Enum
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
-from harness.config import BackendConfig
+from harness.config import BackendConfig, ConfigError
 from harness.torch_utils import TorchTarget
 from ios_core.interpreters.torch import to_torch
 from ios_core.ir import Graph
@@ -18,17 +18,14 @@ class Mode(str, Enum):
     compile = "compile"
 
 
-class CompileMode(str, Enum):
-    default = "default"
-    reduce_overhead = "reduce-overhead"
-    max_autotune = "max-autotune"
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
 @dataclass
 class PyTorchConfig(BackendConfig):
     name: str = "pytorch"
     mode: Mode = Mode.eager
-    compile_mode: CompileMode = CompileMode.default
+    compile_mode: str = "default"  # one of COMPILE_MODES (torch.compile's spelling)
     channels_last: bool = False
 
 
@@ -43,6 +40,12 @@ class PyTorchBackend(Backend):
     devices = ("cpu", "cuda")
     requires = ("torch",)
     extra = ""
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        if str(cfg["compile_mode"]) not in COMPILE_MODES:
+            raise ConfigError(f"backend.compile_mode={cfg['compile_mode']!r} is invalid; choose one of: "
+                              f"{', '.join(COMPILE_MODES)}")
 
     def label(self) -> str:
         mode = str(self.cfg["mode"])

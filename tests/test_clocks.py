@@ -1,0 +1,134 @@
+"""Clock lock/reset pairing on every exit path, against a fake NVML."""
+
+import os
+import signal
+import types
+
+import pytest
+
+from harness.clocks import ClockError, ClockLock, ClockSampler
+
+
+class FakeNVML(types.SimpleNamespace):
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_GRAPHICS = 0
+    NVML_TEMPERATURE_GPU = 0
+
+    def __init__(self, permitted=True):
+        super().__init__(calls=[], permitted=permitted, clock=1980)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"gpu{i}"
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return 1980
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, h, kind):
+        return 1590
+
+    def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
+        if not self.permitted:
+            raise PermissionError("NVML_ERROR_NO_PERMISSION")
+        self.calls.append(("lock", h, lo, hi))
+
+    def nvmlDeviceResetGpuLockedClocks(self, h):
+        self.calls.append(("reset", h))
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return self.clock
+
+    def nvmlDeviceGetTemperature(self, h, kind):
+        return 40
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return 4
+
+
+def test_lock_and_reset_on_normal_exit():
+    nvml = FakeNVML()
+    with ClockLock(nvml, 0, "base") as lock:
+        assert lock.locked_mhz == 1590
+    assert nvml.calls == [("lock", "gpu0", 1590, 1590), ("reset", "gpu0")]
+
+
+def test_max_and_explicit_mhz():
+    nvml = FakeNVML()
+    with ClockLock(nvml, 1, "max"):
+        pass
+    with ClockLock(nvml, 1, "1200"):
+        pass
+    assert nvml.calls[0] == ("lock", "gpu1", 1980, 1980) and nvml.calls[2] == ("lock", "gpu1", 1200, 1200)
+
+
+def test_reset_on_exception():
+    nvml = FakeNVML()
+    with pytest.raises(RuntimeError):
+        with ClockLock(nvml):
+            raise RuntimeError("backend failed")
+    assert [c[0] for c in nvml.calls] == ["lock", "reset"]
+
+
+def test_reset_on_ctrl_c():
+    nvml = FakeNVML()
+    with pytest.raises(KeyboardInterrupt):
+        with ClockLock(nvml):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert [c[0] for c in nvml.calls] == ["lock", "reset"]
+
+
+def test_sigterm_with_handler_installed_resets_and_exits():
+    nvml = FakeNVML()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with pytest.raises(SystemExit) as info:
+        with ClockLock(nvml):
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert info.value.code == 128 + signal.SIGTERM
+    assert [c[0] for c in nvml.calls] == ["lock", "reset"]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handlers restored
+
+
+def test_refused_lock_warns_or_fails(tmp_path):
+    with pytest.warns(UserWarning, match="was refused"):
+        lock = ClockLock(FakeNVML(permitted=False), smi=str(tmp_path / "no-smi"))
+        assert lock.lock() is False
+    with pytest.raises(ClockError, match="device.lock_clocks=required"):
+        ClockLock(FakeNVML(permitted=False), required=True, smi=str(tmp_path / "no-smi")).lock()
+    with pytest.raises(ClockError, match="no NVML"):
+        ClockLock(None, required=True).lock()
+
+
+def test_nvidia_smi_fallback(tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    log = tmp_path / "log"
+    smi.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n")
+    smi.chmod(0o755)
+    with ClockLock(FakeNVML(permitted=False), 0, "max", smi=str(smi)) as lock:
+        assert lock.method == "nvidia-smi"
+    assert log.read_text().splitlines() == ["-i 0 --lock-gpu-clocks=1980,1980", "-i 0 --reset-gpu-clocks"]
+
+
+def test_sampler_and_throttle_mask():
+    nvml = FakeNVML()
+    s = ClockSampler(nvml, 0, 0.001)
+    s.samples = [(0.0, 1900, 50, 0), (1.0, 1000, 80, 4), (2.0, 1900, 60, 0)]
+    assert s.throttled_mask([0.5, 1.5, 2.5], 1900) == [False, True, False]
+    summary = s.summary()
+    assert summary["sm_clock_min_mhz"] == 1000 and summary["temperature_max_c"] == 80
+    assert summary["throttle_reasons_mask"] == 4
+    live = ClockSampler(nvml, 0, 0.001).start()
+    import time
+    time.sleep(0.05)
+    live.stop()
+    assert len(live.samples) >= 2 and live.samples[0][1:] == (1980, 40, 4)
+
+
+def test_run_with_lock_on_resets(bench_cfg, monkeypatch):
+    import harness
+    import harness.runner as runner
+
+    nvml = FakeNVML()
+    monkeypatch.setattr(runner, "load_nvml", lambda: nvml)
+    rec = harness.run(bench_cfg(**{"device.lock_clocks": "on", "backend.name": "test_raise"}), quiet=True)
+    assert rec["status"] == "FAILED"
+    assert [c[0] for c in nvml.calls] == ["lock", "reset"]
+    assert rec["tags"]["clock_locked_mhz"] == "1590"

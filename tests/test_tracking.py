@@ -1,0 +1,82 @@
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import harness
+import harness.upload
+from harness import tracking
+from harness.tracking import flatten, pending_records
+
+mlflow = pytest.importorskip("mlflow")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_flatten_dotted():
+    assert flatten({"a": {"b": 1, "c": {"d": "x"}}, "e": [1, 2]}) == {"a.b": "1", "a.c.d": "x", "e": "[1, 2]"}
+
+
+def test_local_store_gets_params_metrics_tags_artifacts(bench_cfg, tmp_path):
+    rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
+    assert rec["status"] == "FINISHED" and rec["mlflow_run_id"]
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path}/results/mlflow.db")
+    run = client.get_run(rec["mlflow_run_id"])
+    assert run.data.params["model.name"] == "sample" and run.data.params["backend.mode"] == "eager"
+    assert run.data.metrics["latency_median_ms"] == pytest.approx(rec["metrics"]["latency_median_ms"])
+    assert "optimization_cost_s" in run.data.metrics and "max_rel_error" in run.data.metrics
+    assert run.data.tags["device"] == "cpu" and "git_commit" in run.data.tags and "torch" in run.data.tags
+    names = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"record.json", "config.json", "env.json", "latencies_ms.json"} <= names
+    assert not pending_records(tmp_path / "results")
+
+
+def test_server_down_keeps_record_then_upload(bench_cfg, tmp_path):
+    port = free_port()  # nothing listens here
+    cfg = bench_cfg(**{"tracking.enabled": True, "tracking.uri": f"http://127.0.0.1:{port}"})
+    with pytest.warns(UserWarning, match="could not log to MLflow"):
+        rec = harness.run(cfg, quiet=True)
+    assert rec["status"] == "FINISHED"
+    pending = pending_records(tmp_path / "results")
+    assert [p.stem for p in pending] == [rec["run_id"]]
+    saved = json.loads(pending[0].read_text())
+    assert saved["metrics"]["latency_median_ms"] == rec["metrics"]["latency_median_ms"]
+    # later, from a machine that reaches a store: upload to a local sqlite store
+    uri = f"sqlite:///{tmp_path}/later.db"
+    res = subprocess.run([sys.executable, "-m", "harness.upload", "--results-dir", str(tmp_path / "results"),
+                          "--uri", uri], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "uploaded 1 of 1 pending record(s)" in res.stdout
+    assert not pending_records(tmp_path / "results")
+    client = mlflow.tracking.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
+    assert len(runs) == 1 and runs[0].data.tags["harness.record_id"] == rec["run_id"]
+
+
+def test_without_mlflow_the_run_completes(bench_cfg, tmp_path, monkeypatch):
+    monkeypatch.setattr(tracking, "mlflow_available", lambda: False)
+    with pytest.warns(UserWarning, match="MLflow is not installed"):
+        rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
+    assert rec["status"] == "FINISHED"
+    assert len(pending_records(tmp_path / "results")) == 1
+
+
+def test_sweep_records_get_a_parent_on_upload(bench_cfg, tmp_path):
+    cfg = bench_cfg(**{"tracking.enabled": True, "tracking.uri": f"http://127.0.0.1:{free_port()}"})
+    sweep = {"sweep_id": "abc123", "sweep_name": "sweep test"}
+    with pytest.warns(UserWarning):
+        for batch in (1, 2):
+            cfg["batch"] = batch
+            harness.run(cfg, sweep=sweep, quiet=True)
+    uri = f"sqlite:///{tmp_path}/later.db"
+    assert harness.upload.main(["--results-dir", str(tmp_path / "results"), "--uri", uri]) == 0
+    client = mlflow.tracking.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
+    parents = [r for r in runs if r.data.tags.get("harness.parent") == "true"]
+    assert len(parents) == 1 and len(runs) == 3
