@@ -70,7 +70,12 @@ class Tracker:
         self.uri, self.experiment = uri, experiment
         self.client = MlflowClient(tracking_uri=uri)
         exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        if exp is None:  # keep a local store's artifacts beside it, not in ./mlruns of the cwd
+            loc = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri() if uri.startswith("sqlite:///") \
+                else None
+            self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
+        else:
+            self.experiment_id = exp.experiment_id
 
     def parent_run(self, sweep_id: str, name: str) -> str:
         """Find or create the parent run of a sweep (idempotent across jobs and uploads)."""
