@@ -44,11 +44,17 @@ def _stem1(b: GraphBuilder, conv0: Value, s0: Value, f: int) -> Value:
     pa = b.relu_conv([[conv0]], f // 2, stride=(2, 2))
     pb = b.relu_conv([[conv0]], f // 2, stride=(2, 2))
     x_right = b.identity([[pa, pb]])  # quirk (c)
-    c0 = b.identity([[_branch(b, x_left, f, 5, 2), _branch(b, x_right, f, 7, 2)]])
-    c1 = b.identity([[_pool(b, x_left, "max", 2), _branch(b, x_right, f, 7, 2)]])
-    c2a, c2b = _pool(b, x_left, "avg", 2), _branch(b, x_right, f, 5, 2)
+    return _reducing_combine(b, x_left, x_right, f)
+
+
+def _reducing_combine(b: GraphBuilder, a: Value, c: Value, f: int) -> Value:
+    """The stride-2 combinations shared by stem1 and reduction cells: ``a`` feeds the
+    pools and the 5x5 branch of c0, ``c`` the 7x7 branches and the 5x5 branch of c2."""
+    c0 = b.identity([[_branch(b, a, f, 5, 2), _branch(b, c, f, 7, 2)]])
+    c1 = b.identity([[_pool(b, a, "max", 2), _branch(b, c, f, 7, 2)]])
+    c2a, c2b = _pool(b, a, "avg", 2), _branch(b, c, f, 5, 2)
     c3a = _pool(b, c0, "avg", 1)
-    c4a, c4b = _branch(b, c0, f, 3, 1), _pool(b, x_left, "max", 2)
+    c4a, c4b = _branch(b, c0, f, 3, 1), _pool(b, a, "max", 2)
     return b.identity([[c1], [c2a, c2b], [c3a, c1], [c4a, c4b]])
 
 
@@ -79,12 +85,7 @@ def _normal(b: GraphBuilder, x: Value, xp: Value, out_left: int, out_right: int)
 def _reduction(b: GraphBuilder, x: Value, xp: Value, out_left: int, out_right: int) -> Value:
     x_left = b.relu_conv([[xp]], out_left)
     x_right = b.relu_conv([[x]], out_right)
-    c0 = b.identity([[_branch(b, x_right, out_right, 5, 2), _branch(b, x_left, out_right, 7, 2)]])
-    c1 = b.identity([[_pool(b, x_right, "max", 2), _branch(b, x_left, out_right, 7, 2)]])
-    c2a, c2b = _pool(b, x_right, "avg", 2), _branch(b, x_left, out_right, 5, 2)
-    c3a = _pool(b, c0, "avg", 1)
-    c4a, c4b = _branch(b, c0, out_right, 3, 1), _pool(b, x_right, "max", 2)
-    return b.identity([[c1], [c2a, c2b], [c3a, c1], [c4a, c4b]])
+    return _reducing_combine(b, x_right, x_left, out_right)
 
 
 def nasnet(image_size: int = 331, stem_filters: int = 96, filters: int = 168, num_normal: int = 5,
