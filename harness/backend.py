@@ -43,6 +43,7 @@ class Prepared:
     cuda_stream: Any = None
     artifacts: dict[str, str] = field(default_factory=dict)  # file name -> text content
     params: dict[str, Any] = field(default_factory=dict)  # extra params to log
+    metrics: dict[str, float] = field(default_factory=dict)  # extra metrics (e.g. search cost)
     display_name: str | None = None
     device_name: str = ""
     check_output: bool = True

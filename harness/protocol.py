@@ -114,6 +114,7 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     t = time.perf_counter()
     prep = backend.prepare(graph, batch, device, precision)
     metrics["optimization_cost_s"] = time.perf_counter() - t
+    metrics.update(prep.metrics)
 
     x = seeded_input(graph, batch, r["seed"])
     t = time.perf_counter()

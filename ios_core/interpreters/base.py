@@ -50,8 +50,12 @@ class Interpreter(Generic[T]):
     def placeholder(self, node: Placeholder, x: T) -> T:
         return x
 
+    def channels(self, name: str) -> int:
+        """Channel count of a producer's full output (decides whether a Value is a slice)."""
+        return self.graph.node(name).output_shape[0]
+
     def value(self, env: dict[str, T], v) -> T:
-        full = self.graph.node(v.node).output_shape[0]
+        full = self.channels(v.node)
         x = env[v.node]
         return x if (v.begin == 0 and v.end == full) else self.slice(x, v.begin, v.end, full)
 

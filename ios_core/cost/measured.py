@@ -1,0 +1,82 @@
+"""The measured cost model: a stage's latency is timed on the target device through the
+runtime (:class:`~ios_core.runtime.StageTimer`) and cached persistently by stage
+signature, device, batch, precision and runtime, so identical cells and later searches
+reuse measurements."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..ir import Graph
+from ..schedule.schedule import Stage
+from .signature import key, signature, stage_nodes
+
+
+class CostCache:
+    """A JSON file of {key: milliseconds}; written atomically every ``flush_every`` new
+    entries and on close, so a crash loses at most that many measurements."""
+
+    def __init__(self, path: str | Path | None, flush_every: int = 200):
+        self.path = Path(path) if path else None
+        self.flush_every = flush_every
+        self.data: dict[str, float] = {}
+        self.dirty = 0
+        if self.path is not None and self.path.is_file():
+            try:
+                self.data = {k: float(v) for k, v in json.loads(self.path.read_text()).items()}
+            except (json.JSONDecodeError, ValueError, AttributeError):
+                self.data = {}  # a corrupt cache is only a cache: start over
+
+    def get(self, k: str) -> float | None:
+        return self.data.get(k)
+
+    def put(self, k: str, ms: float) -> None:
+        self.data[k] = ms
+        self.dirty += 1
+        if self.dirty >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.data, f)
+        os.replace(tmp, self.path)
+        self.dirty = 0
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+class MeasuredCostModel:
+    name = "measured"
+
+    def __init__(self, timer, cache: CostCache, context: tuple):
+        self.timer, self.cache, self.context = timer, cache, context
+        self.measurements = 0
+        self.cache_hits = 0
+
+    def stage_latency(self, graph: Graph, stage: Stage) -> float:
+        groups = stage_nodes(graph, stage)
+        k = key(signature(graph, groups), *self.context)
+        ms = self.cache.get(k)
+        if ms is not None:
+            self.cache_hits += 1
+            return ms
+        ms = self.timer.time(graph, groups)
+        self.measurements += 1
+        self.cache.put(k, ms)
+        return ms
+
+    def stats(self) -> dict[str, float]:
+        total = self.measurements + self.cache_hits
+        return {"measurements": self.measurements, "cache_hits": self.cache_hits,
+                "cache_hit_rate": round(self.cache_hits / total, 4) if total else 0.0}
+
+    def close(self) -> None:
+        self.cache.flush()

@@ -1,0 +1,71 @@
+"""A graph and its schedule, ready to run on a device: the merge rewrite applied,
+weights on the device in the target precision, and a :class:`StreamProgram` for the
+stages; on CUDA the whole forward is captured as one CUDA graph by default."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..ir import Graph
+from ..schedule import Schedule, apply_merges
+from .ops import RuntimeOps, graph_channels, graph_params
+from .program import StreamProgram
+from .target import TorchTarget
+
+#: runtime name -> (program mode on CUDA, capture as a CUDA graph)
+RUNTIMES = {"graph": ("edges", True), "graph-stages": ("stages", True), "eager": ("edges", False),
+            "ios-faithful": ("faithful", False)}
+
+
+class ScheduledModel:
+    """Runs ``graph`` by ``schedule``. ``runtime`` is one of :data:`RUNTIMES` (on the CPU
+    every runtime runs multi-group stages on a thread pool)."""
+
+    def __init__(self, graph: Graph, schedule: Schedule, device: str = "cpu", precision: str = "fp32",
+                 runtime: str = "graph", channels_last: bool = False, fuse: bool = True):
+        if runtime not in RUNTIMES:
+            raise ValueError(f"unknown runtime {runtime!r}; choose one of: {', '.join(RUNTIMES)}")
+        schedule.check(graph)
+        self.source, self.schedule = graph, schedule
+        self.graph, self.plan = apply_merges(graph, schedule)
+        self.target = TorchTarget(device, precision, channels_last)
+        self.runtime = runtime
+        on_cuda = self.target.device.type == "cuda"
+        mode, self.captured = RUNTIMES[runtime] if on_cuda else ("threads", False)
+        tensor = self._param_tensor
+        self.ops = RuntimeOps(graph_channels(self.graph), graph_params(self.graph, tensor), fuse=fuse and on_cuda)
+        self.stages = [[[self.graph.node(n) for n in g] for g in st.groups] for st in self.plan.stages()]
+        self.program = StreamProgram(self.stages, self.ops, mode)
+        self.mode = mode
+
+    def _param_tensor(self, a: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(a)).to(device=self.target.device, dtype=self.target.dtype)
+        if self.target.channels_last and t.dim() == 4:
+            t = t.contiguous(memory_format=torch.channels_last)
+        return t
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        env = {self.graph.input.name: x}
+        self.program.run(env)
+        return env[self.graph.output.name]
+
+    __call__ = forward
+
+    def prepare(self, batch: int) -> tuple[Callable[[Any], Any], Callable[[np.ndarray], Any]]:
+        """(infer, load_input): on CUDA with a graph runtime, capture one CUDA graph on a
+        static input; otherwise run eagerly under inference_mode."""
+        example = self.target.tensor(np.zeros((batch, *self.graph.input_shape), np.float32))
+        if self.captured:
+            return self.target.capture(self.forward, example)
+        return self.target.infer_fn(self.forward), self.target.tensor
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """One inference on a numpy input (eager; for checks and examples)."""
+        with torch.inference_mode():
+            y = self.forward(self.target.tensor(x))
+        self.target.synchronize()
+        return self.target.to_numpy(y)

@@ -1,0 +1,76 @@
+"""Torch ops for the runtime: the IR's torch interpreter reading weights and channel
+counts from plain dicts (so a stage can run outside its graph, e.g. a merged conv being
+measured), with cuDNN's fused conv + bias + ReLU where torch exposes it."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..interpreters.base import Interpreter
+from ..interpreters.torch import TorchOps
+from ..ir import Graph, Node
+from ..ir.nodes import Conv, Linear, Sequential
+
+Params = dict[str, tuple[torch.Tensor, torch.Tensor | None]]
+
+
+class RuntimeOps(TorchOps):
+    target = "ios runtime"
+
+    def __init__(self, channels: dict[str, int], params: Params, fuse: bool = True):
+        Interpreter.__init__(self, None)  # type: ignore[arg-type]
+        self._channels = channels
+        self.params = params
+        self.fuse = fuse
+        self.module = self  # TorchOps reads weights through module.params_of
+
+    def params_of(self, node: Node):
+        return self.params[node.name]
+
+    def channels(self, name: str) -> int:
+        return self._channels[name]
+
+    def visit_conv(self, node: Conv, x):
+        if self.fuse and node.act == "relu" and x.is_cuda:
+            w, b = self.params[node.name]
+            return torch.cudnn_convolution_relu(x, w, b, node.stride, node.padding, (1, 1), node.groups)
+        return super().visit_conv(node, x)
+
+
+def weighted(nodes) -> list[Node]:
+    out = []
+    for n in nodes:
+        for x in (n.nodes if isinstance(n, Sequential) else [n]):
+            if isinstance(x, (Conv, Linear)):
+                out.append(x)
+    return out
+
+
+def graph_params(graph: Graph, to_tensor) -> Params:
+    """Every conv/linear weight of ``graph`` as device tensors (``to_tensor`` sets dtype)."""
+    params: Params = {}
+    for n in weighted(graph.nodes()):
+        if n.weight is None:
+            raise ValueError(f"node {n.name}: has no weights; call graph.init_weights(seed)")
+        params[n.name] = (to_tensor(n.weight), None if n.bias is None else to_tensor(n.bias))
+    return params
+
+
+def graph_channels(graph: Graph) -> dict[str, int]:
+    return {n.name: n.output_shape[0] for n in graph.nodes()}
+
+
+def random_params(node: Node, in_shape, to_tensor, rng: np.random.Generator) -> Params:
+    """Weights of the right shapes for timing a node that has none (a merged conv)."""
+    params: Params = {}
+    shape = in_shape
+    for x in (node.nodes if isinstance(node, Sequential) else [node]):
+        if isinstance(x, Conv):
+            w = rng.standard_normal((x.out_channels, shape[0] // x.groups, *x.kernel), dtype=np.float32) * 0.05
+            params[x.name] = (to_tensor(w), to_tensor(np.zeros(x.out_channels, np.float32)))
+        elif isinstance(x, Linear):
+            w = rng.standard_normal((x.out_features, int(np.prod(shape))), dtype=np.float32) * 0.05
+            params[x.name] = (to_tensor(w), to_tensor(np.zeros(x.out_features, np.float32)))
+        shape = x.output_shape
+    return params

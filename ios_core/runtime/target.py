@@ -1,0 +1,82 @@
+"""Torch device/precision plumbing shared by the IOS runtime and every backend that runs torch
+(pytorch, ios): dtype and TF32 policy, channels_last, CUDA graph capture."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+class TorchTarget:
+    def __init__(self, device: str, precision: str, channels_last: bool = False):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.dtype = getattr(torch, DTYPES[precision])
+        self.channels_last = channels_last
+        tf32 = precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        if device == "cuda":
+            torch.backends.cudnn.benchmark = True
+            self.stream = torch.cuda.current_stream()
+        else:
+            self.stream = None
+
+    def module(self, module):
+        module = module.to(device=self.device, dtype=self.dtype)
+        if self.channels_last:
+            module = module.to(memory_format=self.torch.channels_last)
+        return module
+
+    def tensor(self, x: np.ndarray):
+        t = self.torch.from_numpy(np.ascontiguousarray(x)).to(device=self.device, dtype=self.dtype)
+        return t.contiguous(memory_format=self.torch.channels_last) if self.channels_last else t
+
+    def to_numpy(self, y) -> np.ndarray:
+        return y.detach().float().cpu().numpy()
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def device_name(self) -> str:
+        if self.device.type == "cuda":
+            return self.torch.cuda.get_device_name(self.device)
+        return "cpu"
+
+    def infer_fn(self, fn: Callable) -> Callable[[Any], Any]:
+        torch = self.torch
+
+        def infer(x):
+            with torch.inference_mode():
+                return fn(x)
+        return infer
+
+    def capture(self, fn: Callable, example) -> tuple[Callable, Callable]:
+        """Capture ``fn`` on a static input as one CUDA graph; returns (infer, load)."""
+        torch = self.torch
+        static_in = example.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.inference_mode():
+            for _ in range(3):
+                fn(static_in)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph), torch.inference_mode():
+            static_out = fn(static_in)
+
+        def load(x: np.ndarray):
+            static_in.copy_(self.tensor(x))
+            return static_in
+
+        def infer(_):
+            graph.replay()
+            return static_out
+        return infer, load
