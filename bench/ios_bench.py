@@ -57,14 +57,14 @@ def bench(args) -> None:
             for label, extra in IOS_RUNS:
                 if label not in args.only.split(",") and args.only != "all":
                     continue
-                be = {"name": "ios", "cost_model": cost, "progress": False, **extra}
+                be = {"name": "ios", "cost_model": cost, "progress": False, "store": args.results, **extra}
                 r = one(model, be, precision, args.device, runner, args.results)
                 r["label"] = label
                 if label == "IOS-Both":
                     both_path = r["params"].get("schedule_path")
                 _write(log, r)
             if both_path and ("IOS-Both-faithful" in args.only or args.only == "all"):
-                be = {"name": "ios", "schedule_file": both_path, "runtime": "ios-faithful", "cost_model": cost,
+                be = {"name": "ios", "schedule_file": both_path, "runtime": "ios-faithful", "cost_model": cost, "store": args.results,
                       "progress": False}
                 r = one(model, be, precision, args.device, runner, args.results)
                 r["label"] = "IOS-Both (ios-faithful runtime)"
