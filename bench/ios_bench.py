@@ -65,8 +65,8 @@ def bench(args) -> None:
                     both_path = r["params"].get("schedule_path")
                 _write(log, r)
             if both_path and ("IOS-Both-faithful" in args.only or args.only == "all"):
-                be = {"name": "ios", "schedule_file": both_path, "runtime": "ios-faithful", "cost_model": cost, "store": args.results,
-                      "progress": False}
+                be = {"name": "ios", "schedule_file": both_path, "runtime": "ios-faithful", "cost_model": cost,
+                      "store": args.results, "progress": False}
                 r = one(model, be, precision, args.device, runner, args.results)
                 r["label"] = "IOS-Both (ios-faithful runtime)"
                 _write(log, r)

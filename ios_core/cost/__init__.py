@@ -8,5 +8,5 @@ from .calibrated import CalibratedCostModel
 from .measured import CostCache, MeasuredCostModel
 from .signature import signature, stage_nodes
 
-__all__ = ["DEVICES", "AnalyticCostModel", "CalibratedCostModel", "CostCache", "DeviceSpec", "MeasuredCostModel", "bounds", "signature",
-           "stage_nodes"]
+__all__ = ["DEVICES", "AnalyticCostModel", "CalibratedCostModel", "CostCache", "DeviceSpec", "MeasuredCostModel",
+           "bounds", "signature", "stage_nodes"]

@@ -94,7 +94,7 @@ class Schedule:
                                     f"or a node appears twice)")
             for si, stage in enumerate(stages):
                 inside = set(stage.names)
-                for gi, grp in enumerate(stage.groups):
+                for grp in stage.groups:
                     seen = set()
                     for name in grp:
                         for t in graph.node(name).inputs:

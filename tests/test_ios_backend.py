@@ -1,0 +1,83 @@
+"""The ios backend end to end on the CPU (thread-pool runtime), through harness.run."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config import ConfigError
+from harness.runner import run
+from ios_core.models import build_model
+from ios_core.schedule import Schedule
+
+from .helpers import SMALL
+
+
+def ios(bench_cfg, tmp_path, **over):
+    return bench_cfg(**{"backend.name": "ios", "backend.store": str(tmp_path / "store"), "backend.progress": False,
+                        **over})
+
+
+@pytest.mark.parametrize("schedule", ["sequential", "greedy", "ios-merge", "ios-parallel", "ios-both"])
+def test_every_schedule_runs_and_matches_the_reference(bench_cfg, tmp_path, schedule):
+    rec = run(ios(bench_cfg, tmp_path, **{"backend.schedule": schedule, "backend.cost_model": "analytic"}),
+              quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    m = rec["metrics"]
+    assert m["max_rel_error"] < 1e-4
+    assert 0 < m["critical_path_ms"] <= m["sum_of_ops_ms"]
+    sched = Schedule.from_dict(json.loads(rec["artifacts"]["schedule.json"]))
+    assert sched.algorithm == schedule and sched.device == "cpu"
+    path = Path(rec["params"]["schedule_path"])
+    assert path.is_file() and path.is_relative_to(tmp_path / "store" / "schedules")
+
+
+def test_measured_search_with_profile_and_cache(bench_cfg, tmp_path):
+    cfg = ios(bench_cfg, tmp_path, **{"backend.schedule": "ios-both", "backend.profile": True,
+                                      "backend.number": 1, "backend.repeat": 1, "backend.warmup": 0})
+    first = run(cfg, quiet=True)
+    assert first["status"] == "FINISHED", first.get("error")
+    m = first["metrics"]
+    assert m["search_measurements"] > 0 and m["search_states"] > 0
+    prof = json.loads(first["artifacts"]["stage_latencies.json"])
+    assert len(prof["stage_ms"]) == int(m["num_stages"]) and prof["spans"]
+    assert first["artifacts"]["timeline.svg"].lstrip().startswith("<?xml")
+    second = run(cfg, quiet=True)
+    assert second["metrics"]["search_measurements"] == 0 and second["metrics"]["search_cache_hit_rate"] == 1.0
+
+
+def test_schedule_file_for_another_graph_fails_clearly(bench_cfg, tmp_path):
+    g = build_model("squeezenet", **SMALL["squeezenet"])
+    from ios_core.schedule import sequential
+    p = tmp_path / "other.json"
+    sequential(g).to_json(p)
+    rec = run(ios(bench_cfg, tmp_path, **{"backend.schedule_file": str(p)}), quiet=True)
+    assert rec["status"] == "FAILED"
+    assert "made for graph 'squeezenet'" in rec["error"] and "backend.schedule_file" in rec["error"]
+
+
+def test_schedule_file_runs_a_saved_schedule(bench_cfg, tmp_path):
+    rec = run(ios(bench_cfg, tmp_path, **{"backend.schedule": "ios-both", "backend.cost_model": "analytic"}),
+              quiet=True)
+    again = run(ios(bench_cfg, tmp_path, **{"backend.schedule_file": rec["params"]["schedule_path"],
+                                            "backend.bounds": False}), quiet=True)
+    assert again["status"] == "FINISHED" and again["summary"].split("|")[1].strip() == "Optimization: IOS-File"
+
+
+@pytest.mark.parametrize("key,value,message", [("schedule", "ios-all", "backend.schedule='ios-all' is invalid"),
+                                               ("runtime", "fast", "backend.runtime='fast' is invalid"),
+                                               ("r", 0, "backend.r=0 must be >= 1")])
+def test_bad_ios_config(bench_cfg, tmp_path, key, value, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        run(ios(bench_cfg, tmp_path, **{f"backend.{key}": value}), quiet=True)
+
+
+def test_cli_ios_run(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "harness", "model=sample", "backend=ios", "device=cpu",
+                          "backend.cost_model=analytic", "runner=quick", "tracking=off",
+                          f"tracking.results_dir={tmp_path}", f"backend.store={tmp_path}"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Optimization: IOS-Both" in out.stdout
