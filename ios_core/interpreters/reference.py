@@ -46,6 +46,25 @@ def activation(x: np.ndarray, act: str) -> np.ndarray:
     return x
 
 
+def pool_pads(node: Pool, h: int, w: int) -> tuple[int, int, int, int]:
+    """(out h, out w, right pad h, right pad w): the right padding is large enough for
+    ceil_mode's last window. Shared by every converter that pools with explicit pads."""
+    (kh, kw), (sh, sw), (ph, pw) = node.kernel, node.stride, node.padding
+    oh, ow = node.out_size(h, 0), node.out_size(w, 1)
+    return oh, ow, max(ph, (oh - 1) * sh + kh - h - ph), max(pw, (ow - 1) * sw + kw - w - pw)
+
+
+def avg_divisor(node: Pool, h: int, w: int) -> np.ndarray:
+    """(oh, ow) divisor of an average pool: window cells inside the padded input
+    (count_include_pad) or inside the input itself, never in ceil_mode's extension."""
+    (kh, kw), (sh, sw), (ph, pw) = node.kernel, node.stride, node.padding
+    oh, ow, rh, rw = pool_pads(node, h, w)
+    pad_h, pad_w = (ph, pw) if node.count_include_pad else (0, 0)
+    mask = np.zeros((h + ph + rh, w + pw + rw))
+    mask[ph - pad_h:ph + h + pad_h, pw - pad_w:pw + w + pad_w] = 1.0
+    return sliding_window_view(mask, (kh, kw))[::sh, ::sw][:oh, :ow].sum(axis=(2, 3))
+
+
 def pool2d(x: np.ndarray, node: Pool) -> np.ndarray:
     if node.pool_type == "global_avg":
         return x.mean(axis=(2, 3), keepdims=True)
@@ -53,21 +72,13 @@ def pool2d(x: np.ndarray, node: Pool) -> np.ndarray:
         return x.max(axis=(2, 3), keepdims=True)
     _, _, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw) = node.kernel, node.stride, node.padding
-    oh, ow = node.out_size(h, 0), node.out_size(w, 1)
-    # right padding large enough for ceil_mode's last window
-    rh, rw = max(ph, (oh - 1) * sh + kh - h - ph), max(pw, (ow - 1) * sw + kw - w - pw)
+    oh, ow, rh, rw = pool_pads(node, h, w)
     fill = -np.inf if node.pool_type == "max" else 0.0
     xp = np.pad(x, ((0, 0), (0, 0), (ph, rh), (pw, rw)), constant_values=fill)
     win = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :oh, :ow]
     if node.pool_type == "max":
         return win.max(axis=(4, 5))
-    total = win.sum(axis=(4, 5))
-    # divisor: window cells inside the padded input (include_pad) or the input itself
-    pad_h, pad_w = (ph, pw) if node.count_include_pad else (0, 0)
-    mask = np.zeros((1, 1, h + ph + rh, w + pw + rw))
-    mask[..., ph - pad_h:ph + h + pad_h, pw - pad_w:pw + w + pad_w] = 1.0
-    count = sliding_window_view(mask, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :oh, :ow].sum(axis=(4, 5))
-    return total / count
+    return win.sum(axis=(4, 5)) / avg_divisor(node, h, w)
 
 
 class ReferenceExecutor(Interpreter[np.ndarray]):

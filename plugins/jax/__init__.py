@@ -1,0 +1,13 @@
+"""JAX backend: the IR as a jitted JAX function (XLA on JAX's device)."""
+
+from harness.hookspecs import hookimpl
+
+from .backend import JaxBackend, JaxConfig
+
+
+@hookimpl
+def harness_backends():
+    return [JaxBackend]
+
+
+__all__ = ["JaxBackend", "JaxConfig"]

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.backend import Backend, BackendError, Prepared
+from harness.config import BackendConfig
+from ios_core.ir import Graph
+
+DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass
+class JaxConfig(BackendConfig):
+    name: str = "jax"
+
+
+class JaxBackend(Backend):
+    name = "jax"
+    display_name = "JAX"
+    config_class = JaxConfig
+    devices = ("cpu", "cuda")
+    requires = ("jax",)
+    extra = "jax"
+
+    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+        import jax
+        import jax.numpy as jnp
+
+        from ios_core.interpreters.jax import jax_params, to_jax
+
+        platform = "gpu" if device == "cuda" else "cpu"
+        try:
+            dev = jax.devices(platform)[0]
+        except RuntimeError:
+            raise BackendError(f"JAX has no {platform} device here (it has: {jax.default_backend()}); "
+                               f"install a CUDA build of jax (pip install 'jax[cuda13]')") from None
+        dtype = getattr(jnp, DTYPES[precision])
+        # fp32 means strict float32 (no TF32 on the GPU); tf32 allows tensor-core float32
+        prec = {"fp32": jax.lax.Precision.HIGHEST, "tf32": jax.lax.Precision.DEFAULT}.get(precision)
+
+        def put(a: np.ndarray):
+            return jax.device_put(jnp.asarray(a, dtype=dtype), dev)
+
+        params = jax_params(graph, put)
+        fn = jax.jit(to_jax(graph, prec))
+        last = [None]
+
+        def load(x: np.ndarray):
+            return put(x)
+
+        def infer(x):
+            last[0] = fn(params, x)
+            return last[0]
+
+        def synchronize() -> None:
+            if last[0] is not None:
+                last[0].block_until_ready()
+
+        example = load(np.zeros((batch, *graph.input_shape), np.float32))
+        fn(params, example).block_until_ready()  # compile now: it counts as optimization cost
+        return Prepared(infer=infer, load_input=load, synchronize=synchronize,
+                        to_numpy=lambda y: np.asarray(y, dtype=np.float32), device_name=str(dev.device_kind),
+                        display_name="JAX", params={"jax_device": str(dev), "jax_platform": dev.platform})

@@ -1,0 +1,13 @@
+"""ONNX Runtime backend: the IR exported to ONNX and run with the configured provider."""
+
+from harness.hookspecs import hookimpl
+
+from .backend import OnnxRuntimeBackend, OnnxRuntimeConfig
+
+
+@hookimpl
+def harness_backends():
+    return [OnnxRuntimeBackend]
+
+
+__all__ = ["OnnxRuntimeBackend", "OnnxRuntimeConfig"]

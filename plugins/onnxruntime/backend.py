@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.backend import Backend, BackendError, Prepared
+from harness.config import BackendConfig, ConfigError
+from ios_core.ir import Graph
+
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
+LEVELS = ("disable", "basic", "extended", "all")
+
+
+@dataclass
+class OnnxRuntimeConfig(BackendConfig):
+    name: str = "onnxruntime"
+    provider: str = "auto"  # auto (cuda on a GPU, else cpu), cpu, cuda, tensorrt
+    graph_optimization: str = "all"  # disable, basic, extended, all
+    intra_op_threads: int = 0  # 0: ONNX Runtime decides
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+    display_name = "ONNXRuntime"
+    config_class = OnnxRuntimeConfig
+    devices = ("cpu", "cuda")
+    requires = ("onnxruntime",)
+    extra = "onnx"
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        if str(cfg["provider"]) not in ("auto", *PROVIDERS):
+            raise ConfigError(f"backend.provider={cfg['provider']!r} is invalid; choose one of: auto, "
+                              f"{', '.join(PROVIDERS)}")
+        if str(cfg["graph_optimization"]) not in LEVELS:
+            raise ConfigError(f"backend.graph_optimization={cfg['graph_optimization']!r} is invalid; choose one of: "
+                              f"{', '.join(LEVELS)}")
+
+    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+        import onnxruntime as ort
+
+        from ios_core.onnx import export_onnx
+
+        if precision in ("fp16", "bf16"):
+            raise BackendError(f"backend onnxruntime runs the float32 ONNX export; precision={precision} is not "
+                               f"supported (use fp32 or tf32)")
+        provider = str(self.cfg["provider"])
+        if provider == "auto":
+            provider = "cuda" if device == "cuda" else "cpu"
+        if device == "cpu" and provider != "cpu":
+            raise BackendError(f"backend.provider={provider} needs device=cuda")
+        name = PROVIDERS[provider]
+        available = ort.get_available_providers()
+        if name not in available:
+            hint = {"cuda": "pip install onnxruntime-gpu", "tensorrt": "install TensorRT 10 and onnxruntime-gpu"}
+            raise BackendError(f"onnxruntime {ort.__version__} here has no {name} (it has {', '.join(available)}); "
+                               f"{hint.get(provider, '')}")
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = {
+            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[str(self.cfg["graph_optimization"])]
+        opts.intra_op_num_threads = int(self.cfg["intra_op_threads"])
+        provider_opts: dict = {}
+        if provider == "cuda":
+            provider_opts = {"use_tf32": "1" if precision == "tf32" else "0", "cudnn_conv_algo_search": "EXHAUSTIVE"}
+        model = export_onnx(graph)
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=[(name, provider_opts)])
+        inp = sess.get_inputs()[0].name
+
+        def infer(x):
+            return sess.run(None, {inp: x})[0]
+
+        def load(x: np.ndarray):
+            return np.ascontiguousarray(x, dtype=np.float32)
+
+        infer(load(np.zeros((batch, *graph.input_shape), np.float32)))
+        return Prepared(infer=infer, load_input=load, display_name=f"ONNXRuntime-{provider.upper()}",
+                        device_name=device if provider == "cpu" else f"{device} ({name})",
+                        params={"ort_provider": sess.get_providers()[0],
+                                "ort_graph_optimization": str(self.cfg["graph_optimization"])},
+                        artifacts={})

@@ -1,0 +1,72 @@
+"""JAX and ONNX Runtime backends: exact conversions on every zoo model (reduced sizes),
+a full-size end-to-end run each, and clear errors."""
+
+import numpy as np
+import pytest
+
+from harness.runner import run
+from ios_core.interpreters.reference import reference_forward, seeded_input
+from ios_core.models import MODELS, build_model
+
+from .helpers import SMALL, rel_err
+
+ZOO = [m for m in MODELS if m in SMALL]
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_jax_conversion_is_exact(model):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from ios_core.interpreters.jax import jax_params, to_jax
+    g = build_model(model, **SMALL[model])
+    x = seeded_input(g, 2, 0)
+    params = jax_params(g, lambda a: jnp.asarray(a, dtype=jnp.float32))
+    y = jax.jit(to_jax(g, jax.lax.Precision.HIGHEST))(params, jnp.asarray(x))
+    assert rel_err(np.asarray(y), reference_forward(g, x)) < 1e-4
+
+
+def test_jax_pool_edge_cases():
+    """ceil_mode and count_include_pad=False, as ONNX imports produce them."""
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from ios_core.interpreters.jax import JaxOps
+    from ios_core.ir import GraphBuilder
+    for ceil in (False, True):
+        for include in (False, True):
+            b = GraphBuilder("p", (3, 10, 10))
+            b.block()
+            b.pool([[b.x]], "avg", kernel=3, stride=2, padding=1, ceil_mode=ceil, count_include_pad=include)
+            g = b.build(0)
+            x = seeded_input(g, 1, 0)
+            y = JaxOps(g, {}).run(jnp.asarray(x))
+            assert rel_err(np.asarray(y), reference_forward(g, x)) < 1e-5
+
+
+@pytest.mark.parametrize("backend", ["jax", "onnxruntime"])
+def test_full_size_end_to_end(bench_cfg, backend):
+    pytest.importorskip({"jax": "jax", "onnxruntime": "onnxruntime"}[backend])
+    rec = run(bench_cfg(**{"model.name": "inception_v3", "model.params": {}, "backend.name": backend}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["metrics"]["max_rel_error"] < 1e-4
+    assert rec["tags"]["lib_" + {"jax": "jax", "onnxruntime": "onnxruntime"}[backend]] not in ("missing", "unknown")
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_onnxruntime_backend_on_the_zoo(bench_cfg, model):
+    pytest.importorskip("onnxruntime")
+    rec = run(bench_cfg(**{"model.name": model, "model.params": SMALL[model], "backend.name": "onnxruntime",
+                           "backend.graph_optimization": "basic"}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["metrics"]["max_rel_error"] < 1e-4
+
+
+@pytest.mark.parametrize("over,message", [
+    ({"backend.name": "onnxruntime", "precision": "fp16"}, "precision=fp16 is not supported"),
+    ({"backend.name": "onnxruntime", "backend.provider": "cuda"}, "needs device=cuda"),
+])
+def test_framework_backend_errors(bench_cfg, over, message):
+    pytest.importorskip("onnxruntime")
+    rec = run(bench_cfg(**over), quiet=True)
+    assert rec["status"] == "FAILED" and message in rec["error"]
