@@ -70,3 +70,31 @@ def test_framework_backend_errors(bench_cfg, over, message):
     pytest.importorskip("onnxruntime")
     rec = run(bench_cfg(**over), quiet=True)
     assert rec["status"] == "FAILED" and message in rec["error"]
+
+
+@pytest.mark.parametrize("model", ZOO)
+@pytest.mark.parametrize("jit", [False, True])
+def test_tensorflow_conversion_is_exact(model, jit):
+    tf = pytest.importorskip("tensorflow")
+
+    from ios_core.interpreters.tensorflow import tf_params, to_tensorflow
+    g = build_model(model, **SMALL[model])
+    x = seeded_input(g, 2, 0)
+    fn = to_tensorflow(g, tf_params(g, lambda a: tf.constant(a, tf.float32)), jit_compile=jit)
+    assert rel_err(fn(tf.constant(x)).numpy(), reference_forward(g, x)) < 1e-4
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "xla"])
+def test_tensorflow_backends_end_to_end(bench_cfg, backend):
+    pytest.importorskip("tensorflow")
+    rec = run(bench_cfg(**{"model.name": "inception_v3", "model.params": {}, "backend.name": backend}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["metrics"]["max_rel_error"] < 1e-4 and "CPU" in rec["tags"]["backend_device"]
+
+
+def test_tensorflow_without_gpu_says_what_to_install(bench_cfg, monkeypatch):
+    pytest.importorskip("tensorflow")
+    import harness.protocol as protocol
+    monkeypatch.setattr(protocol, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
+    rec = run(bench_cfg(**{"backend.name": "tensorflow"}), quiet=True)
+    assert rec["status"] == "FAILED" and "tensorflow[and-cuda]" in rec["error"]

@@ -1,0 +1,14 @@
+"""TensorFlow backends: the IR as a tf.function (``tensorflow``) and the same function
+compiled by XLA (``xla``, jit_compile=True)."""
+
+from harness.hookspecs import hookimpl
+
+from .backend import TensorFlowBackend, TensorFlowConfig, XlaBackend, XlaConfig
+
+
+@hookimpl
+def harness_backends():
+    return [TensorFlowBackend, XlaBackend]
+
+
+__all__ = ["TensorFlowBackend", "TensorFlowConfig", "XlaBackend", "XlaConfig"]

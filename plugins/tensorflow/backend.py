@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.backend import Backend, BackendError, Prepared
+from harness.config import BackendConfig
+from ios_core.ir import Graph
+
+DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass
+class TensorFlowConfig(BackendConfig):
+    name: str = "tensorflow"
+
+
+@dataclass
+class XlaConfig(BackendConfig):
+    name: str = "xla"
+
+
+class TensorFlowBackend(Backend):
+    name = "tensorflow"
+    display_name = "TensorFlow"
+    config_class = TensorFlowConfig
+    devices = ("cpu", "cuda")
+    requires = ("tensorflow",)
+    extra = "tf"
+    jit_compile = False
+
+    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+
+        from ios_core.interpreters.tensorflow import tf_params, to_tensorflow
+
+        if device == "cuda":
+            if not tf.config.list_physical_devices("GPU"):
+                raise BackendError(f"TensorFlow {tf.__version__} here sees no GPU (tensorflow-cpu, or no CUDA); on a GPU "
+                                   f"machine: pip install 'tensorflow[and-cuda]'")
+            name = "/GPU:0"
+        else:
+            name = "/CPU:0"
+        tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+        dtype = getattr(tf, DTYPES[precision])
+        with tf.device(name):
+            params = tf_params(graph, lambda a: tf.constant(a, dtype=dtype))
+            fn = to_tensorflow(graph, params, self.jit_compile)
+
+            def load(x: np.ndarray):
+                with tf.device(name):
+                    return tf.constant(x, dtype=dtype)
+
+            example = load(np.zeros((batch, *graph.input_shape), np.float32))
+            out = fn(example)  # trace (and XLA-compile) now: it counts as optimization cost
+            last = [out]
+
+        def infer(x):
+            last[0] = fn(x)
+            return last[0]
+
+        def synchronize() -> None:
+            # a GPU tensor's .numpy() waits for it; on the CPU the call already returned
+            if device == "cuda" and last[0] is not None:
+                last[0][0, 0, 0, 0].numpy()
+
+        return Prepared(infer=infer, load_input=load, synchronize=synchronize,
+                        to_numpy=lambda y: np.asarray(tf.cast(y, tf.float32).numpy()),
+                        device_name=out.device, display_name=self.display_name,
+                        params={"tf_device": out.device, "jit_compile": self.jit_compile})
+
+
+class XlaBackend(TensorFlowBackend):
+    name = "xla"
+    display_name = "TF-XLA"
+    config_class = XlaConfig
+    jit_compile = True
