@@ -30,10 +30,17 @@ class Interpreter(Generic[T]):
         raise NotImplementedError
 
     def add(self, xs: list[T]) -> T:
-        raise NotImplementedError
+        """Sum of values (any tensor type with ``+``; targets may override)."""
+        out = xs[0]
+        for x in xs[1:]:
+            out = out + x  # type: ignore[operator]
+        return out
 
     def mul(self, xs: list[T]) -> T:
-        raise NotImplementedError
+        out = xs[0]
+        for x in xs[1:]:
+            out = out * x  # type: ignore[operator]
+        return out
 
     def concat(self, xs: list[T]) -> T:
         raise NotImplementedError

@@ -31,18 +31,6 @@ class JaxOps(Interpreter[Any]):
     def slice(self, x, begin, end, channels):
         return x[:, begin:end]
 
-    def add(self, xs):
-        out = xs[0]
-        for x in xs[1:]:
-            out = out + x
-        return out
-
-    def mul(self, xs):
-        out = xs[0]
-        for x in xs[1:]:
-            out = out * x
-        return out
-
     def concat(self, xs):
         return self.jnp.concatenate(xs, axis=1)
 

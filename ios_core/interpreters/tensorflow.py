@@ -40,12 +40,6 @@ class TfOps(Interpreter[Any]):
     def add(self, xs):
         return self.tf.add_n(xs) if len(xs) > 1 else xs[0]
 
-    def mul(self, xs):
-        out = xs[0]
-        for x in xs[1:]:
-            out = out * x
-        return out
-
     def concat(self, xs):
         return self.tf.concat(xs, axis=-1)
 

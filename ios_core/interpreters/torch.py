@@ -40,18 +40,6 @@ class TorchOps(Interpreter[torch.Tensor]):
     def slice(self, x, begin, end, channels):
         return x[:, begin:end]
 
-    def add(self, xs):
-        out = xs[0]
-        for x in xs[1:]:
-            out = out + x
-        return out
-
-    def mul(self, xs):
-        out = xs[0]
-        for x in xs[1:]:
-            out = out * x
-        return out
-
     def concat(self, xs):
         return torch.cat(xs, dim=1)
 

@@ -39,8 +39,8 @@ class TensorFlowBackend(Backend):
 
         if device == "cuda":
             if not tf.config.list_physical_devices("GPU"):
-                raise BackendError(f"TensorFlow {tf.__version__} here sees no GPU (tensorflow-cpu, or no CUDA); on a GPU "
-                                   f"machine: pip install 'tensorflow[and-cuda]'")
+                raise BackendError(f"TensorFlow {tf.__version__} here sees no GPU (tensorflow-cpu, or no CUDA); "
+                                   f"on a GPU machine: pip install 'tensorflow[and-cuda]'")
             name = "/GPU:0"
         else:
             name = "/CPU:0"
