@@ -74,7 +74,7 @@ class AnalyticCostModel:
             k = (id(graph), " ".join(stage.groups[0]))
             if k not in ops:
                 node = stage_nodes(graph, stage)[0][0]
-                ops[k] = self.op(graph, node, _in_shape(graph, node))
+                ops[k] = self.op(graph, node, graph.input_shape_of(node))  # named after its first conv
             return ops[k][0]
         for group in stage.groups:
             t = 0.0
@@ -95,14 +95,6 @@ class AnalyticCostModel:
 
     def close(self) -> None:
         pass
-
-
-def _in_shape(graph: Graph, node: Node):
-    try:
-        return graph.input_shape_of(node)
-    except KeyError:  # a merged conv: it reads what its first conv read
-        first = node.hint.split()[0]
-        return graph.input_shape_of(graph.node(first))
 
 
 def _weight_elems(n: Node, in_shape) -> float:

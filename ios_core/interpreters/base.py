@@ -8,11 +8,29 @@ semantics and the Sequential chaining live here once.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 from ..ir import Graph, GraphError, Node, Placeholder, Sequential, Term
 
 T = TypeVar("T")
+
+
+def weighted_nodes(nodes, require: bool = False) -> Iterator[Node]:
+    """The conv and linear nodes among ``nodes``, Sequential compounds opened; with
+    ``require``, a node without weights is an error."""
+    for node in nodes:
+        for n in (node.nodes if isinstance(node, Sequential) else [node]):
+            if n.kind in ("conv", "linear"):
+                if require and n.weight is None:
+                    raise ValueError(f"node {n.name}: has no weights; call graph.init_weights(seed)")
+                yield n
+
+
+def weight_params(graph: Graph, put: Callable[[Any], Any]) -> dict[str, tuple[Any, Any]]:
+    """``{name: (put(weight), put(bias) or None)}`` for every weighted node of ``graph``."""
+    return {n.name: (put(n.weight), None if n.bias is None else put(n.bias))
+            for n in weighted_nodes(graph.nodes(), require=True)}
 
 
 class UnsupportedNode(GraphError):

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..ir import Graph
-from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool, Sequential
-from .base import Interpreter
+from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
+from .base import Interpreter, weight_params
 from .reference import avg_divisor, pool_pads
 
 
@@ -76,14 +74,7 @@ class JaxOps(Interpreter[Any]):
 
 def jax_params(graph: Graph, put) -> dict[str, tuple[Any, Any]]:
     """Every conv/linear weight through ``put`` (device placement and dtype)."""
-    out = {}
-    for node in graph.nodes():
-        for n in (node.nodes if isinstance(node, Sequential) else [node]):
-            if isinstance(n, (Conv, Linear)):
-                if n.weight is None:
-                    raise ValueError(f"node {n.name}: has no weights; call graph.init_weights(seed)")
-                out[n.name] = (put(np.asarray(n.weight)), None if n.bias is None else put(np.asarray(n.bias)))
-    return out
+    return weight_params(graph, put)
 
 
 def to_jax(graph: Graph, precision=None):

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..ir import Graph
-from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool, Sequential
-from .base import Interpreter
+from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
+from .base import Interpreter, weighted_nodes
 from .reference import avg_divisor, pool_pads
 
 
@@ -100,20 +100,15 @@ class TfOps(Interpreter[Any]):
 def tf_params(graph: Graph, to_tensor) -> dict[str, tuple[Any, Any]]:
     """Weights in TF layouts: conv HWIO (depthwise HW C 1), linear (in, out)."""
     out = {}
-    for node in graph.nodes():
-        for n in (node.nodes if isinstance(node, Sequential) else [node]):
-            if not isinstance(n, (Conv, Linear)):
-                continue
-            if n.weight is None:
-                raise ValueError(f"node {n.name}: has no weights; call graph.init_weights(seed)")
-            w = np.asarray(n.weight)
-            if isinstance(n, Linear):
-                w = w.T
-            elif n.groups > 1 and n.groups == n.out_channels and w.shape[1] == 1:
-                w = w.transpose(2, 3, 0, 1)  # (C,1,kh,kw) -> (kh,kw,C,1)
-            else:
-                w = w.transpose(2, 3, 1, 0)  # OIHW -> HWIO
-            out[n.name] = (to_tensor(w), None if n.bias is None else to_tensor(np.asarray(n.bias)))
+    for n in weighted_nodes(graph.nodes(), require=True):
+        w = np.asarray(n.weight)
+        if isinstance(n, Linear):
+            w = w.T
+        elif n.groups > 1 and n.groups == n.out_channels and w.shape[1] == 1:
+            w = w.transpose(2, 3, 0, 1)  # (C,1,kh,kw) -> (kh,kw,C,1)
+        else:
+            w = w.transpose(2, 3, 1, 0)  # OIHW -> HWIO
+        out[n.name] = (to_tensor(w), None if n.bias is None else to_tensor(np.asarray(n.bias)))
     return out
 
 

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..ir import Graph, Node
-from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool, Sequential
-from .base import Interpreter
+from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
+from .base import Interpreter, weighted_nodes
 
 
 def _safe(name: str) -> str:
@@ -79,11 +79,9 @@ class GraphModule(nn.Module):
         super().__init__()
         self.graph = graph
         self._names: dict[str, str] = {}
-        for node in _weighted(graph):
+        for node in weighted_nodes(graph.nodes(), require=True):
             key = _safe(node.name)
             self._names[node.name] = key
-            if node.weight is None:
-                raise ValueError(f"node {node.name}: has no weights; call graph.init_weights(seed)")
             self.register_parameter(key + "_w", nn.Parameter(torch.from_numpy(np.array(node.weight)),
                                                              requires_grad=False))
             bias = None if node.bias is None else nn.Parameter(torch.from_numpy(np.array(node.bias)),
@@ -100,13 +98,6 @@ class GraphModule(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.ops.run(x)
-
-
-def _weighted(graph: Graph):
-    for node in graph.nodes():
-        for n in (node.nodes if isinstance(node, Sequential) else [node]):
-            if isinstance(n, (Conv, Linear)):
-                yield n
 
 
 def to_torch(graph: Graph) -> GraphModule:

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..interpreters.base import weight_params
 from ..ir import Graph
 from ..schedule import Schedule, apply_merges
-from .ops import RuntimeOps, graph_channels, graph_params
+from .ops import RuntimeOps, graph_channels
 from .program import StreamProgram
 from .target import TorchTarget
 
@@ -36,17 +37,11 @@ class ScheduledModel:
         self.runtime = runtime
         on_cuda = self.target.device.type == "cuda"
         mode, self.captured = RUNTIMES[runtime] if on_cuda else ("threads", False)
-        tensor = self._param_tensor
-        self.ops = RuntimeOps(graph_channels(self.graph), graph_params(self.graph, tensor), fuse=fuse and on_cuda)
+        params = weight_params(self.graph, self.target.tensor)
+        self.ops = RuntimeOps(graph_channels(self.graph), params, fuse=fuse and on_cuda)
         self.stages = [[[self.graph.node(n) for n in g] for g in st.groups] for st in self.plan.stages()]
         self.program = StreamProgram(self.stages, self.ops, mode)
         self.mode = mode
-
-    def _param_tensor(self, a: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(np.ascontiguousarray(a)).to(device=self.target.device, dtype=self.target.dtype)
-        if self.target.channels_last and t.dim() == 4:
-            t = t.contiguous(memory_format=torch.channels_last)
-        return t
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         env = {self.graph.input.name: x}

@@ -38,25 +38,6 @@ class RuntimeOps(TorchOps):
         return super().visit_conv(node, x)
 
 
-def weighted(nodes) -> list[Node]:
-    out = []
-    for n in nodes:
-        for x in (n.nodes if isinstance(n, Sequential) else [n]):
-            if isinstance(x, (Conv, Linear)):
-                out.append(x)
-    return out
-
-
-def graph_params(graph: Graph, to_tensor) -> Params:
-    """Every conv/linear weight of ``graph`` as device tensors (``to_tensor`` sets dtype)."""
-    params: Params = {}
-    for n in weighted(graph.nodes()):
-        if n.weight is None:
-            raise ValueError(f"node {n.name}: has no weights; call graph.init_weights(seed)")
-        params[n.name] = (to_tensor(n.weight), None if n.bias is None else to_tensor(n.bias))
-    return params
-
-
 def graph_channels(graph: Graph) -> dict[str, int]:
     return {n.name: n.output_shape[0] for n in graph.nodes()}
 

@@ -8,6 +8,7 @@ it shows the shape of the schedule, not the captured latency.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ def profile(model: ScheduledModel, x: np.ndarray, repeat: int = 5) -> tuple[list
                     st = streams[j] if cuda else None
                     if cuda and j:
                         st.wait_stream(streams[0])
-                    with torch.cuda.stream(st) if cuda else _null():
+                    with torch.cuda.stream(st) if cuda else contextlib.nullcontext():
                         a = _Clock(cuda, st)
                         for n in group:
                             env[n.name] = model.ops.call(n, env)
@@ -78,14 +79,6 @@ class _Clock:
 
     def ms_to(self, other: _Clock) -> float:
         return self.ev.elapsed_time(other.ev) if self.cuda else (other.t - self.t) * 1e3
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def profile_json(per_stage: list[float], spans: list[GroupSpan]) -> str:

@@ -35,8 +35,10 @@ class TorchTarget:
         return module
 
     def tensor(self, x: np.ndarray):
+        """A numpy array on the device in the target dtype (NHWC memory for 4-D ones when
+        channels_last): inputs and weights alike."""
         t = self.torch.from_numpy(np.ascontiguousarray(x)).to(device=self.device, dtype=self.dtype)
-        return t.contiguous(memory_format=self.torch.channels_last) if self.channels_last else t
+        return t.contiguous(memory_format=self.torch.channels_last) if self.channels_last and t.dim() == 4 else t
 
     def to_numpy(self, y) -> np.ndarray:
         return y.detach().float().cpu().numpy()

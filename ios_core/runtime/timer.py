@@ -16,8 +16,9 @@ import time
 import numpy as np
 import torch
 
+from ..interpreters.base import weighted_nodes
 from ..ir import Graph, Node
-from .ops import RuntimeOps, random_params, weighted
+from .ops import RuntimeOps, random_params
 from .program import StreamProgram
 from .target import TorchTarget
 
@@ -36,30 +37,24 @@ class StageTimer:
         self.rng = np.random.default_rng(0)
         self.streams = [torch.cuda.Stream() for _ in range(16)] if self.cuda else None
 
-    def _tensor(self, a: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(np.ascontiguousarray(a)).to(device=self.target.device, dtype=self.target.dtype)
-        return t.contiguous(memory_format=torch.channels_last) if self.target.channels_last and t.dim() == 4 else t
-
     def _weights(self, graph: Graph, node: Node) -> None:
-        key = node.hint if node.hint and " " in node.hint else node.name
-        if key in self.params:
-            for x, p in zip(weighted([node]), self.params[key]):
-                self.current[x.name] = p
-            return
-        if all(x.weight is not None for x in weighted([node])):
-            ps = [(self._tensor(x.weight), None if x.bias is None else self._tensor(x.bias)) for x in weighted([node])]
-        else:
-            first = graph.node(node.hint.split()[0]) if " " in node.hint else node
-            rp = random_params(node, graph.input_shape_of(first), self._tensor, self.rng)
-            ps = [rp[x.name] for x in weighted([node])]
-        self.params[key] = ps
-        for x, p in zip(weighted([node]), ps):
+        # a merged conv carries its first conv's name: key it by its hint ("a b c") instead
+        key = node.hint if " " in node.hint else node.name
+        inner = list(weighted_nodes([node]))
+        if key not in self.params:
+            tensor = self.target.tensor
+            if all(x.weight is not None for x in inner):
+                self.params[key] = [(tensor(x.weight), None if x.bias is None else tensor(x.bias)) for x in inner]
+            else:  # a merged conv reads what its first conv reads, so the graph knows its input shape
+                rp = random_params(node, graph.input_shape_of(node), tensor, self.rng)
+                self.params[key] = [rp[x.name] for x in inner]
+        for x, p in zip(inner, self.params[key]):
             self.current[x.name] = p
 
     def _input(self, shape) -> torch.Tensor:
         key = tuple(shape)
         if key not in self.inputs:
-            self.inputs[key] = self._tensor(self.rng.standard_normal((self.batch, *shape), dtype=np.float32))
+            self.inputs[key] = self.target.tensor(self.rng.standard_normal((self.batch, *shape), dtype=np.float32))
         return self.inputs[key]
 
     def time(self, graph: Graph, groups: list[list[Node]]) -> float:

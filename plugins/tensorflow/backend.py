@@ -8,8 +8,7 @@ import numpy as np
 from harness.backend import Backend, BackendError, Prepared
 from harness.config import BackendConfig
 from ios_core.ir import Graph
-
-DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+from ios_core.runtime.target import DTYPES
 
 
 @dataclass
