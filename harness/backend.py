@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ios_core.ir import Graph
 
-from .config import BackendConfig
+from .config import REPO_ROOT, BackendConfig
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a device or model name."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "device"
+
+
+def store_dir(value: str = "") -> Path:
+    """Where a backend keeps what outlives a run (schedules, caches, tuning databases)."""
+    return Path(value) if value else REPO_ROOT / "results"
 
 
 class BackendError(RuntimeError):

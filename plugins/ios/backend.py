@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Prepared
-from harness.config import REPO_ROOT
+from harness.backend import Backend, BackendError, Prepared, slug, store_dir
 from ios_core.cost import AnalyticCostModel, CalibratedCostModel, CostCache, MeasuredCostModel, bounds
 from ios_core.interpreters.reference import seeded_input
 from ios_core.ir import Graph
@@ -20,10 +18,6 @@ from .config import IosConfig, check
 
 LABELS = {"sequential": "Sequential", "greedy": "Greedy", "ios-merge": "IOS-Merge", "ios-parallel": "IOS-Parallel",
           "ios-both": "IOS-Both"}
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "device"
 
 
 class IosBackend(Backend):
@@ -46,7 +40,7 @@ class IosBackend(Backend):
 
     @property
     def store(self) -> Path:
-        return Path(self.cfg["store"]) if self.cfg["store"] else REPO_ROOT / "results"
+        return store_dir(str(self.cfg["store"]))
 
     def cost_model(self, target: TorchTarget, batch: int, precision: str, device_name: str):
         cfg = self.cfg

@@ -1,0 +1,152 @@
+"""The three TVM backends. They share the import, the target and the Relax VM; they
+differ only in how the module is lowered (``lower``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.backend import Backend, BackendError, Prepared, slug, store_dir
+from harness.config import ConfigError
+from harness.environment import cpu_model
+from ios_core.ir import Graph
+
+from . import cudnn, tuning
+from .config import AutoTvmConfig, TvmConfig, TvmCudnnConfig, check
+from .frontend import device_of, make_target, target_info, to_relax
+
+
+class TvmBackend(Backend):
+    name = "tvm"
+    display_name = "TVM"
+    config_class = TvmConfig
+    devices = ("cpu", "cuda")
+    requires = ("tvm",)
+    extra = "tvm"
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        check(cfg)
+
+    def pass_context(self):
+        import tvm
+        return tvm.transform.PassContext(opt_level=int(self.cfg["opt_level"]),
+                                         config={"relax.backend.use_cuda_graph": bool(self.cfg["cuda_graph"])})
+
+    def lower(self, mod, target, graph: Graph, batch: int, precision: str, device_name: str,
+              metrics: dict[str, float], params: dict[str, Any]):
+        """The compiled VM executable; TVM's default pipeline (dlight GPU schedules on cuda)."""
+        import tvm
+        with self.pass_context():
+            return tvm.compile(mod, target=target)
+
+    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+        import tvm
+        from tvm import relax
+
+        target = make_target(device)
+        dev = device_of(target)
+        device_name = tvm.cuda(0).device_name if device == "cuda" else cpu_model()
+        metrics: dict[str, float] = {}
+        params: dict[str, Any] = {**target_info(target), "tvm_math": "float16" if precision == "fp16" else "float32"}
+        t = time.perf_counter()
+        mod = to_relax(graph, batch, precision)
+        metrics["tvm_import_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        executable = self.lower(mod, target, graph, batch, precision, device_name, metrics, params)
+        metrics.setdefault("tvm_compile_s", time.perf_counter() - t)
+        t = time.perf_counter()
+        vm = relax.VirtualMachine(executable, dev)
+        main = vm["main"]
+        metrics["tvm_load_s"] = time.perf_counter() - t
+
+        def load(x: np.ndarray):
+            return tvm.runtime.tensor(np.ascontiguousarray(x, dtype=np.float32), dev)
+
+        main(load(np.zeros((batch, *graph.input_shape), np.float32)))
+        dev.sync()
+        return Prepared(infer=main, load_input=load, synchronize=dev.sync,
+                        to_numpy=lambda y: np.asarray(y.numpy(), dtype=np.float32),
+                        display_name=self.label(), device_name=f"{device_name} ({target.kind.name})",
+                        params=params, metrics=metrics)
+
+
+class TvmCudnnBackend(TvmBackend):
+    name = "tvm_cudnn"
+    display_name = "TVM-cuDNN"
+    config_class = TvmCudnnConfig
+    devices = ("cuda",)
+
+    def lower(self, mod, target, graph, batch, precision, device_name, metrics, params):
+        import tvm
+        from tvm import relax
+
+        mod, offloaded, total = cudnn.partition(mod)
+        metrics.update(tvm_cudnn_convs=float(offloaded), tvm_convs=float(total))
+        cudnn.require_cudnn(offloaded, total)
+        with self.pass_context():
+            mod = relax.transform.RunCodegen()(mod)
+            return tvm.compile(mod, target=target)
+
+
+class AutoTvmBackend(TvmBackend):
+    """MetaSchedule-tuned TVM. The database outlives the run: a later run with no more
+    trials than it holds compiles straight from it."""
+
+    name = "autotvm"
+    display_name = "TVM-AutoTune"
+    config_class = AutoTvmConfig
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        check(cfg)
+        if bool(cfg["cuda_graph"]):
+            raise ConfigError("backend.cuda_graph is not supported by autotvm (MetaSchedule's compile sets its own "
+                              "pass context); use backend=tvm for it")
+
+    def database_dir(self, graph: Graph, batch: int, precision: str, device_name: str) -> Path:
+        if self.cfg["database"]:
+            return Path(str(self.cfg["database"]))
+        return (store_dir(str(self.cfg["store"])) / "tvm_tuning" / slug(device_name) /
+                f"{graph.name}-{graph.hash()}-bs{batch}-{precision}")
+
+    def lower(self, mod, target, graph, batch, precision, device_name, metrics, params):
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        mod = tuning.prepare_for_tuning(mod, target)
+        path = self.database_dir(graph, batch, precision, device_name)
+        database = tuning.open_database(path)
+        have, want = len(database), int(cfg["trials"])
+        todo = want if cfg["retune"] else max(0, want - have)
+        phases = tuning.PhaseTimes()
+        t = time.perf_counter()
+        tasks = 0
+        if todo:
+            bar = tqdm(total=todo, desc=f"autotvm {graph.name}", unit="trial", disable=not cfg["progress"] or None,
+                       leave=False)
+            runner = tuning.make_runner(str(cfg["runner"]), phases, number=int(cfg["number"]),
+                                        repeat=int(cfg["repeat"]), min_repeat_ms=int(cfg["min_repeat_ms"]),
+                                        rpc_tracker=str(cfg["rpc_tracker"]), rpc_key=str(cfg["rpc_key"]),
+                                        progress=bar)
+            try:
+                tasks = tuning.tune(mod, target, database, todo, tuner=str(cfg["tuner"]),
+                                    trials_per_iter=int(cfg["trials_per_iter"]), runner=runner, phases=phases,
+                                    work_dir=path, seed=int(cfg["seed"]), progress=bar)
+            except Exception as err:
+                raise BackendError(f"autotvm tuning failed after {phases.measured} measured candidates "
+                                   f"({type(err).__name__}: {err}); the database at {path} keeps what was "
+                                   f"measured") from err
+            finally:
+                bar.close()
+        metrics.update(tune_s=time.perf_counter() - t, tune_tasks=float(tasks), tune_trials_run=float(todo),
+                       tune_records_before=float(have), tune_records=float(len(database)),
+                       tune_reused=float(todo == 0), **phases.as_metrics())
+        params.update(tvm_tuner=str(cfg["tuner"]), tvm_runner=str(cfg["runner"]), tvm_database=str(path))
+        t = time.perf_counter()
+        executable = tuning.compile_tuned(database, mod, target)
+        metrics["tvm_compile_s"] = time.perf_counter() - t
+        return executable

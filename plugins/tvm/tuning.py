@@ -1,0 +1,201 @@
+"""MetaSchedule tuning in two phases that can run apart: candidates are *built* on the
+CPU (``InProcessBuilder``) and *measured* on the device (``InProcessRunner`` here, the
+stock isolated ``LocalRunner``, or an ``RPCRunner`` on another machine). Each phase's
+time is accounted separately in :class:`PhaseTimes`.
+
+The stock ``LocalBuilder`` restarts its worker pool on every batch of candidates, and each
+fresh worker spends about 30 s importing TVM's tensor intrinsics. Building in this process
+pays that import once (``TuneContext`` has already made it), inside ``tune_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import TUNERS
+
+
+@dataclass
+class PhaseTimes:
+    """Where tuning time went (seconds) and how many candidates each phase saw."""
+
+    build_s: float = 0.0
+    measure_s: float = 0.0
+    built: int = 0
+    build_errors: int = 0
+    measured: int = 0
+    measure_errors: int = 0
+
+    def as_metrics(self) -> dict[str, float]:
+        return {f"tune_{k}": float(v) for k, v in self.__dict__.items()}
+
+
+def _builder_class():
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+
+    @derived_object
+    class InProcessBuilder(PyBuilder):
+        """Builds and exports each candidate in this process (phase 1, CPU)."""
+
+        def __init__(self, workdir: str, phases: PhaseTimes, progress=None):
+            super().__init__()
+            self.workdir, self.phases, self.progress = workdir, phases, progress
+
+        def build(self, build_inputs):
+            import tvm
+            from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+            from tvm.support.tar import tar
+
+            t = time.perf_counter()
+            results = []
+            for item in build_inputs:
+                try:
+                    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(item.mod)
+                    # own folder: MetaSchedule's RemoveBuildArtifact deletes the artifact's folder
+                    path = str(Path(tempfile.mkdtemp(dir=self.workdir)) / f"candidate.{tar.output_format}")
+                    tvm.compile(mod, target=item.target).export_library(path, fcompile=tar)
+                    results.append(BuilderResult(path, None))
+                except Exception as err:  # a bad candidate is the tuner's business, not ours
+                    self.phases.build_errors += 1
+                    results.append(BuilderResult(None, f"InProcessBuilder: {type(err).__name__}: {err}"))
+            self.phases.built += len(build_inputs)
+            self.phases.build_s += time.perf_counter() - t
+            return results
+
+    return InProcessBuilder
+
+
+def _runner_class():
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.runner import LocalRunnerFuture, PyRunner
+    from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument, default_run_evaluator
+
+    @derived_object
+    class InProcessRunner(PyRunner):
+        """Times each built candidate on the device from this process (phase 2)."""
+
+        def __init__(self, evaluator_config, phases: PhaseTimes, progress=None):
+            super().__init__()
+            self.evaluator_config, self.phases, self.progress = evaluator_config, phases, progress
+
+        def run(self, runner_inputs):
+            import tvm
+
+            t = time.perf_counter()
+            futures = []
+            for item in runner_inputs:
+                try:
+                    mod = tvm.runtime.load_module(str(item.artifact_path))
+                    dev = tvm.runtime.device(str(item.device_type), 0)
+                    args = default_alloc_argument(dev, [a.as_json() for a in item.args_info], 1)
+                    costs = default_run_evaluator(mod, dev, self.evaluator_config, args)
+                    futures.append(LocalRunnerFuture(res=[float(c) for c in costs]))
+                except Exception as err:
+                    self.phases.measure_errors += 1
+                    futures.append(LocalRunnerFuture(error_message=f"InProcessRunner: {type(err).__name__}: {err}"))
+            self.phases.measured += len(runner_inputs)
+            self.phases.measure_s += time.perf_counter() - t
+            if self.progress is not None:
+                self.progress.update(len(runner_inputs))
+            return futures
+
+    return InProcessRunner
+
+
+def make_builder(workdir: str, phases: PhaseTimes, progress=None):
+    return _builder_class()(workdir, phases, progress)
+
+
+def make_runner(kind: str, phases: PhaseTimes, *, number: int = 3, repeat: int = 1, min_repeat_ms: int = 40,
+                rpc_tracker: str = "", rpc_key: str = "", progress=None):
+    """The measuring phase: ``inprocess``, ``local`` (TVM's isolated worker) or ``rpc``."""
+    from tvm.s_tir import meta_schedule as ms
+
+    evaluator = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                                          enable_cpu_cache_flush=False)
+    if kind == "inprocess":
+        return _runner_class()(evaluator, phases, progress)
+    if kind == "local":
+        return ms.runner.LocalRunner(evaluator_config=evaluator)
+    if kind == "rpc":
+        host, port = rpc_tracker.rsplit(":", 1)
+        return ms.runner.RPCRunner(ms.runner.RPCConfig(tracker_host=host, tracker_port=int(port),
+                                                       tracker_key=rpc_key), evaluator_config=evaluator)
+    raise ValueError(f"unknown runner {kind!r}")
+
+
+def prepare_for_tuning(mod, target):
+    """Legalize and fuse exactly as ``compile_relax`` does, so that the tasks extracted
+    here are the functions the database is later applied to."""
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline
+
+    passes = [*pipeline.library_dispatch_passes(target), relax.transform.LegalizeOps(),
+              relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(), relax.transform.FuseOps(),
+              relax.transform.FuseTIR()]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def open_database(path: Path):
+    from tvm.s_tir import meta_schedule as ms
+    path.mkdir(parents=True, exist_ok=True)
+    return ms.database.JSONDatabase(work_dir=str(path))
+
+
+def _drop_unnamed_handlers() -> None:
+    """MetaSchedule rebuilds its logging with dictConfig from its logger's handler *names*;
+    an unnamed handler left there (pytest's capture handler, for one) makes that fail."""
+    log = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in [h for h in log.handlers if h.get_name() is None]:
+        log.removeHandler(handler)
+
+
+def _quiet_console() -> None:
+    """MetaSchedule prints every round's task table on stdout; its files under logs/ keep it."""
+    for handler in logging.getLogger("tvm.s_tir.meta_schedule").handlers:
+        if handler.get_name() == "tvm.s_tir.meta_schedule.console":
+            handler.setLevel(logging.WARNING)
+
+
+def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb", trials_per_iter: int = 64,
+         runner=None, phases: PhaseTimes | None = None, work_dir: Path, seed: int = 0, progress=None):
+    """Tune the fused module's tasks for ``trials`` measured candidates into ``database``.
+
+    ``runner`` defaults to measuring in this process; pass ``make_runner("rpc", ...)`` to
+    build here and measure elsewhere. Returns the number of tasks tuned.
+    """
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.tune import tune_tasks
+
+    phases = phases or PhaseTimes()
+    strategy, cost_model = TUNERS[tuner]
+    tasks = ms.relax_integration.extract_tasks(mod, target)
+    if not tasks:
+        return 0
+    _drop_unnamed_handlers()
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        tasks, work_dir=str(work_dir), strategy=strategy, seed=seed, num_threads="physical")
+    scratch = tempfile.mkdtemp(prefix="tvm-tune-")
+    try:
+        builder = make_builder(scratch, phases, progress)
+        runner = runner or make_runner("inprocess", phases, progress=progress)
+        _quiet_console()
+        tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,
+                   num_trials_per_iter=min(trials_per_iter, trials), builder=builder, runner=runner,
+                   database=database, cost_model=cost_model)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return len(tasks)
+
+
+def compile_tuned(database, mod, target):
+    from tvm.s_tir import meta_schedule as ms
+    return ms.relax_integration.compile_relax(database, mod, target, None)

@@ -1,0 +1,136 @@
+"""TVM backends on the CPU: exact import of every zoo model (llvm), fp16, a full-size run,
+the cuDNN partitioning (as far as it goes without cuDNN) and MetaSchedule tuning with a
+database that the next run reuses."""
+
+import numpy as np
+import pytest
+
+from harness.backend import BackendError
+from harness.runner import run
+from ios_core.models import MODELS, build_model
+
+from .helpers import SMALL
+
+tvm = pytest.importorskip("tvm")
+
+ZOO = [m for m in MODELS if m in SMALL]
+
+
+def small(bench_cfg, model="sample", **over):
+    return bench_cfg(**{"model.name": model, "model.params": SMALL[model], **over})
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_tvm_is_exact_on_the_zoo(bench_cfg, model):
+    rec = run(small(bench_cfg, model, **{"backend.name": "tvm"}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["metrics"]["max_rel_error"] < 1e-4
+    assert rec["params"]["tvm_target_kind"] == "llvm"
+    assert rec["params"]["tvm_math"] == "float32"
+    assert rec["tags"]["lib_tvm"] == tvm.__version__
+    assert rec["metrics"]["tvm_compile_s"] > 0
+
+
+def test_tvm_fp16(bench_cfg):
+    rec = run(small(bench_cfg, **{"backend.name": "tvm", "precision": "fp16"}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["params"]["tvm_math"] == "float16"
+    assert 0 < rec["metrics"]["max_rel_error"] < 1e-2  # fp16 math really happened, within tolerance
+
+
+@pytest.mark.slow
+def test_tvm_full_size_end_to_end(bench_cfg):
+    rec = run(bench_cfg(**{"model.name": "inception_v3", "model.params": {}, "backend.name": "tvm"}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["metrics"]["max_rel_error"] < 1e-4
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_cudnn_partitioning_offloads_every_conv(model):
+    from harness_plugins.tvm.cudnn import partition
+    from harness_plugins.tvm.frontend import to_relax
+
+    from ios_core.onnx import export_onnx
+    g = build_model(model, **SMALL[model])
+    _, offloaded, total = partition(to_relax(g, 1, "fp32"))
+    assert total == sum(1 for n in export_onnx(g).graph.node if n.op_type == "Conv") > 0
+    assert offloaded == total
+
+
+def test_tvm_cudnn_without_cudnn_names_the_build_flag():
+    """PyPI's TVM has no cuDNN codegen: lowering stops with one line saying how to get it."""
+    from harness_plugins.tvm import TvmCudnnBackend
+    from harness_plugins.tvm.cudnn import has_cudnn
+    from harness_plugins.tvm.frontend import make_target, to_relax
+    if has_cudnn():
+        pytest.skip("this TVM has cuDNN")
+    g = build_model("sample", **SMALL["sample"])
+    backend = TvmCudnnBackend({"name": "tvm_cudnn", "cuda_graph": False, "opt_level": 3})
+    metrics: dict = {}
+    with pytest.raises(BackendError, match=r"built without cuDNN .*4 of 4 convolutions.*USE_CUDNN ON") as err:
+        backend.lower(to_relax(g, 1, "fp32"), make_target("cpu"), g, 1, "fp32", "cpu", metrics, {})
+    assert "\n" not in str(err.value)
+    assert metrics == {"tvm_cudnn_convs": 4.0, "tvm_convs": 4.0}
+
+
+def test_tvm_cudnn_is_gpu_only(bench_cfg):
+    rec = run(small(bench_cfg, **{"backend.name": "tvm_cudnn"}), quiet=True)
+    assert rec["status"] == "FAILED" and "does not run on cpu" in rec["error"]
+
+
+def test_autotvm_tunes_then_reuses_its_database(bench_cfg, tmp_path):
+    over = {"backend.name": "autotvm", "backend.trials": 6, "backend.tuner": "replay-trace",
+            "backend.store": str(tmp_path / "store"), "backend.progress": False}
+    first = run(small(bench_cfg, **over), quiet=True)
+    assert first["status"] == "FINISHED", first.get("error")
+    m = first["metrics"]
+    assert m["max_rel_error"] < 1e-4
+    assert m["tune_trials_run"] == 6 and m["tune_reused"] == 0 and m["tune_tasks"] >= 2
+    assert m["tune_built"] >= 6 and m["tune_measured"] >= 1 and m["tune_build_s"] > 0 and m["tune_measure_s"] > 0
+    assert m["tune_records"] >= 1
+    db = tmp_path / "store" / "tvm_tuning"
+    assert len(list(db.rglob("database_tuning_record.json"))) == 1
+    assert first["params"]["tvm_database"].startswith(str(db))
+
+    second = run(small(bench_cfg, **{**over, "backend.trials": int(m["tune_records"])}), quiet=True)
+    assert second["status"] == "FINISHED", second.get("error")
+    m2 = second["metrics"]
+    assert m2["tune_reused"] == 1 and m2["tune_trials_run"] == 0 and m2["tune_measured"] == 0
+    assert m2["tune_records_before"] == m["tune_records"]
+    assert m2["max_rel_error"] < 1e-4
+
+
+def test_autotvm_default_tuner_evolutionary_xgboost(bench_cfg, tmp_path):
+    over = {"backend.name": "autotvm", "backend.trials": 4, "backend.trials_per_iter": 4,
+            "backend.database": str(tmp_path / "db"), "backend.progress": False}
+    rec = run(small(bench_cfg, **over), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["params"]["tvm_tuner"] == "evolutionary-xgb", rec.get("error")
+    assert rec["metrics"]["tune_measured"] >= 1 and rec["metrics"]["max_rel_error"] < 1e-4
+    assert (tmp_path / "db" / "database_workload.json").exists()
+
+
+@pytest.mark.parametrize("over,message", [
+    ({"backend.name": "autotvm", "backend.tuner": "genetic"}, "backend.tuner='genetic' is invalid"),
+    ({"backend.name": "autotvm", "backend.runner": "rpc"}, "needs backend.rpc_tracker=host:port"),
+    ({"backend.name": "autotvm", "backend.cuda_graph": True}, "not supported by autotvm"),
+    ({"backend.name": "autotvm", "backend.trials": 0}, "backend.trials=0 must be >= 1"),
+    ({"backend.name": "tvm", "precision": "bf16"}, "precision=bf16 is not supported"),
+])
+def test_tvm_config_errors(bench_cfg, over, message):
+    rec = run(small(bench_cfg, **over), quiet=True)
+    assert rec["status"] == "FAILED" and message in rec["error"]
+
+
+def test_tuning_phases_are_separate_objects():
+    """The build phase and the measuring phase are built apart, so they can run apart."""
+    from harness_plugins.tvm.tuning import PhaseTimes, make_builder, make_runner
+    from tvm.s_tir import meta_schedule as ms
+    phases = PhaseTimes()
+    assert isinstance(make_builder("/tmp", phases), ms.builder.Builder)
+    assert isinstance(make_runner("inprocess", phases), ms.runner.Runner)
+    rpc = make_runner("rpc", phases, rpc_tracker="gpu-host:9190", rpc_key="h100")
+    assert isinstance(rpc, ms.runner.RPCRunner)
+    assert set(phases.as_metrics()) == {"tune_build_s", "tune_measure_s", "tune_built", "tune_build_errors",
+                                        "tune_measured", "tune_measure_errors"}
+    assert np.isclose(sum(phases.as_metrics().values()), 0)
