@@ -2,10 +2,13 @@
 the cuDNN partitioning (as far as it goes without cuDNN) and MetaSchedule tuning with a
 database that the next run reuses."""
 
+import re
+
 import numpy as np
 import pytest
 
 from harness.backend import BackendError
+from harness.config import ConfigError
 from harness.runner import run
 from ios_core.models import MODELS, build_model
 
@@ -111,15 +114,19 @@ def test_autotvm_default_tuner_evolutionary_xgboost(bench_cfg, tmp_path):
 
 
 @pytest.mark.parametrize("over,message", [
-    ({"backend.name": "autotvm", "backend.tuner": "genetic"}, "backend.tuner='genetic' is invalid"),
-    ({"backend.name": "autotvm", "backend.runner": "rpc"}, "needs backend.rpc_tracker=host:port"),
-    ({"backend.name": "autotvm", "backend.cuda_graph": True}, "not supported by autotvm"),
-    ({"backend.name": "autotvm", "backend.trials": 0}, "backend.trials=0 must be >= 1"),
-    ({"backend.name": "tvm", "precision": "bf16"}, "precision=bf16 is not supported"),
+    ({"backend.tuner": "genetic"}, "backend.tuner='genetic' is invalid"),
+    ({"backend.runner": "rpc"}, "needs backend.rpc_tracker=host:port"),
+    ({"backend.cuda_graph": True}, "not supported by autotvm"),
+    ({"backend.trials": 0}, "backend.trials=0 must be >= 1"),
 ])
-def test_tvm_config_errors(bench_cfg, over, message):
-    rec = run(small(bench_cfg, **over), quiet=True)
-    assert rec["status"] == "FAILED" and message in rec["error"]
+def test_autotvm_config_errors(bench_cfg, over, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        run(small(bench_cfg, **{"backend.name": "autotvm", **over}), quiet=True)
+
+
+def test_tvm_refuses_bf16(bench_cfg):
+    rec = run(small(bench_cfg, **{"backend.name": "tvm", "precision": "bf16"}), quiet=True)
+    assert rec["status"] == "FAILED" and "precision=bf16 is not supported" in rec["error"]
 
 
 def test_tuning_phases_are_separate_objects():

@@ -130,12 +130,12 @@ class AutoTvmBackend(TvmBackend):
                        leave=False)
             runner = tuning.make_runner(str(cfg["runner"]), phases, number=int(cfg["number"]),
                                         repeat=int(cfg["repeat"]), min_repeat_ms=int(cfg["min_repeat_ms"]),
-                                        rpc_tracker=str(cfg["rpc_tracker"]), rpc_key=str(cfg["rpc_key"]),
-                                        progress=bar)
+                                        rpc_tracker=str(cfg["rpc_tracker"]), rpc_key=str(cfg["rpc_key"]))
             try:
                 tasks = tuning.tune(mod, target, database, todo, tuner=str(cfg["tuner"]),
                                     trials_per_iter=int(cfg["trials_per_iter"]), runner=runner, phases=phases,
-                                    work_dir=path, seed=int(cfg["seed"]), progress=bar)
+                                    work_dir=path, seed=int(cfg["seed"]), build_threads=int(cfg["build_threads"]),
+                                    progress=bar)
             except Exception as err:
                 raise BackendError(f"autotvm tuning failed after {phases.measured} measured candidates "
                                    f"({type(err).__name__}: {err}); the database at {path} keeps what was "

@@ -11,9 +11,11 @@ pays that import once (``TuneContext`` has already made it), inside ``tune_s``.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,29 +45,35 @@ def _builder_class():
     class InProcessBuilder(PyBuilder):
         """Builds and exports each candidate in this process (phase 1, CPU)."""
 
-        def __init__(self, workdir: str, phases: PhaseTimes, progress=None):
+        def __init__(self, workdir: str, phases: PhaseTimes, threads: int = 0, progress=None):
             super().__init__()
             self.workdir, self.phases, self.progress = workdir, phases, progress
+            self.threads = threads or len(os.sched_getaffinity(0))
 
-        def build(self, build_inputs):
+        def _one(self, item):
             import tvm
             from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
             from tvm.support.tar import tar
 
+            try:
+                mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(item.mod)
+                # own folder: MetaSchedule's RemoveBuildArtifact deletes the artifact's folder
+                path = str(Path(tempfile.mkdtemp(dir=self.workdir)) / f"candidate.{tar.output_format}")
+                tvm.compile(mod, target=item.target).export_library(path, fcompile=tar)
+                return BuilderResult(path, None)
+            except Exception as err:  # a bad candidate is the tuner's business, not ours
+                return BuilderResult(None, f"InProcessBuilder: {type(err).__name__}: {err}")
+
+        def build(self, build_inputs):
             t = time.perf_counter()
-            results = []
-            for item in build_inputs:
-                try:
-                    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(item.mod)
-                    # own folder: MetaSchedule's RemoveBuildArtifact deletes the artifact's folder
-                    path = str(Path(tempfile.mkdtemp(dir=self.workdir)) / f"candidate.{tar.output_format}")
-                    tvm.compile(mod, target=item.target).export_library(path, fcompile=tar)
-                    results.append(BuilderResult(path, None))
-                except Exception as err:  # a bad candidate is the tuner's business, not ours
-                    self.phases.build_errors += 1
-                    results.append(BuilderResult(None, f"InProcessBuilder: {type(err).__name__}: {err}"))
+            # TVM's compiler releases the GIL, so threads build in parallel
+            with ThreadPoolExecutor(max(1, min(self.threads, len(build_inputs)))) as pool:
+                results = list(pool.map(self._one, build_inputs))
+            self.phases.build_errors += sum(r.artifact_path is None for r in results)
             self.phases.built += len(build_inputs)
             self.phases.build_s += time.perf_counter() - t
+            if self.progress is not None:
+                self.progress.update(len(build_inputs))
             return results
 
     return InProcessBuilder
@@ -80,9 +88,9 @@ def _runner_class():
     class InProcessRunner(PyRunner):
         """Times each built candidate on the device from this process (phase 2)."""
 
-        def __init__(self, evaluator_config, phases: PhaseTimes, progress=None):
+        def __init__(self, evaluator_config, phases: PhaseTimes):
             super().__init__()
-            self.evaluator_config, self.phases, self.progress = evaluator_config, phases, progress
+            self.evaluator_config, self.phases = evaluator_config, phases
 
         def run(self, runner_inputs):
             import tvm
@@ -101,26 +109,25 @@ def _runner_class():
                     futures.append(LocalRunnerFuture(error_message=f"InProcessRunner: {type(err).__name__}: {err}"))
             self.phases.measured += len(runner_inputs)
             self.phases.measure_s += time.perf_counter() - t
-            if self.progress is not None:
-                self.progress.update(len(runner_inputs))
             return futures
 
     return InProcessRunner
 
 
-def make_builder(workdir: str, phases: PhaseTimes, progress=None):
-    return _builder_class()(workdir, phases, progress)
+def make_builder(workdir: str, phases: PhaseTimes, threads: int = 0, progress=None):
+    """The building phase (CPU): ``threads`` compile candidates at once (0: every core)."""
+    return _builder_class()(workdir, phases, threads, progress)
 
 
 def make_runner(kind: str, phases: PhaseTimes, *, number: int = 3, repeat: int = 1, min_repeat_ms: int = 40,
-                rpc_tracker: str = "", rpc_key: str = "", progress=None):
+                rpc_tracker: str = "", rpc_key: str = ""):
     """The measuring phase: ``inprocess``, ``local`` (TVM's isolated worker) or ``rpc``."""
     from tvm.s_tir import meta_schedule as ms
 
     evaluator = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                           enable_cpu_cache_flush=False)
     if kind == "inprocess":
-        return _runner_class()(evaluator, phases, progress)
+        return _runner_class()(evaluator, phases)
     if kind == "local":
         return ms.runner.LocalRunner(evaluator_config=evaluator)
     if kind == "rpc":
@@ -166,7 +173,8 @@ def _quiet_console() -> None:
 
 
 def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb", trials_per_iter: int = 64,
-         runner=None, phases: PhaseTimes | None = None, work_dir: Path, seed: int = 0, progress=None):
+         runner=None, phases: PhaseTimes | None = None, work_dir: Path, seed: int = 0, build_threads: int = 0,
+         progress=None):
     """Tune the fused module's tasks for ``trials`` measured candidates into ``database``.
 
     ``runner`` defaults to measuring in this process; pass ``make_runner("rpc", ...)`` to
@@ -185,8 +193,8 @@ def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb",
         tasks, work_dir=str(work_dir), strategy=strategy, seed=seed, num_threads="physical")
     scratch = tempfile.mkdtemp(prefix="tvm-tune-")
     try:
-        builder = make_builder(scratch, phases, progress)
-        runner = runner or make_runner("inprocess", phases, progress=progress)
+        builder = make_builder(scratch, phases, build_threads, progress)
+        runner = runner or make_runner("inprocess", phases)
         _quiet_console()
         tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,
                    num_trials_per_iter=min(trials_per_iter, trials), builder=builder, runner=runner,
