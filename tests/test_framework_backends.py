@@ -98,3 +98,26 @@ def test_tensorflow_without_gpu_says_what_to_install(bench_cfg, monkeypatch):
     monkeypatch.setattr(protocol, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
     rec = run(bench_cfg(**{"backend.name": "tensorflow"}), quiet=True)
     assert rec["status"] == "FAILED" and "tensorflow[and-cuda]" in rec["error"]
+
+
+@pytest.fixture(scope="module")
+def googlenet_onnx(tmp_path_factory):
+    """torchvision's GoogLeNet as an ONNX file: batch norms to fold, ceil-mode pools, 1000 classes."""
+    import torch
+
+    from .helpers import import_torchvision_models
+    torch.manual_seed(0)
+    net = import_torchvision_models().googlenet(aux_logits=False, init_weights=True).eval()
+    path = tmp_path_factory.mktemp("onnx") / "googlenet.onnx"
+    torch.onnx.export(net, (torch.zeros(1, 3, 64, 64),), str(path), dynamo=True, verbose=False)
+    return str(path)
+
+
+@pytest.mark.parametrize("backend,module", [("jax", "jax"), ("onnxruntime", "onnxruntime"),
+                                            ("tensorflow", "tensorflow"), ("xla", "tensorflow"), ("tvm", "tvm")])
+def test_onnx_imported_model_on_framework_backends(bench_cfg, googlenet_onnx, backend, module):
+    pytest.importorskip(module)
+    rec = run(bench_cfg(**{"model.name": "onnx", "model.params": {"path": googlenet_onnx}, "backend.name": backend}),
+              quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["metrics"]["max_rel_error"] < 1e-4

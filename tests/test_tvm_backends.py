@@ -141,3 +141,27 @@ def test_tuning_phases_are_separate_objects():
     assert set(phases.as_metrics()) == {"tune_build_s", "tune_measure_s", "tune_built", "tune_build_errors",
                                         "tune_measured", "tune_measure_errors"}
     assert np.isclose(sum(phases.as_metrics().values()), 0)
+
+
+def test_autotvm_names_a_missing_cost_model_library(monkeypatch):
+    import importlib.util
+
+    from harness_plugins.tvm import AutoTvmBackend
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xgboost" else real(name, *a))
+    backend = AutoTvmBackend({"tuner": "evolutionary-xgb"})
+    with pytest.raises(BackendError, match=r"needs xgboost, which is not installed: pip install -e '\.\[tvm\]'"):
+        backend.check_tuning_deps()
+    AutoTvmBackend({"tuner": "replay-trace"}).check_tuning_deps()  # no cost model, no xgboost needed
+
+
+@pytest.mark.slow
+def test_autotvm_full_size_end_to_end(bench_cfg, tmp_path):
+    """Full-size inception_v3: a couple of tuned candidates, the rest from TVM's default
+    pipeline, compiled from the database and checked against the reference."""
+    rec = run(bench_cfg(**{"model.name": "inception_v3", "model.params": {}, "backend.name": "autotvm",
+                           "backend.trials": 2, "backend.tuner": "replay-trace", "backend.progress": False,
+                           "backend.database": str(tmp_path / "db")}), quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["metrics"]["max_rel_error"] < 1e-4
+    assert rec["metrics"]["tune_tasks"] >= 30 and rec["metrics"]["tune_measured"] >= 1

@@ -3,6 +3,7 @@ differ only in how the module is lowered (``lower``)."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from harness.environment import cpu_model
 from ios_core.ir import Graph
 
 from . import cudnn, tuning
-from .config import AutoTvmConfig, TvmConfig, TvmCudnnConfig, check
+from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig, check
 from .frontend import device_of, make_target, target_info, to_relax
 
 
@@ -107,6 +108,14 @@ class AutoTvmBackend(TvmBackend):
             raise ConfigError("backend.cuda_graph is not supported by autotvm (MetaSchedule's compile sets its own "
                               "pass context); use backend=tvm for it")
 
+    def check_tuning_deps(self) -> None:
+        """MetaSchedule imports psutil, and XGBoost for the xgb cost model, only once tuning starts."""
+        need = ["psutil"] + (["xgboost"] if TUNERS[str(self.cfg["tuner"])][1] == "xgb" else [])
+        missing = [m for m in need if importlib.util.find_spec(m) is None]
+        if missing:
+            raise BackendError(f"autotvm tuning needs {', '.join(missing)}, which is not installed: "
+                               f"pip install -e '.[tvm]'")
+
     def database_dir(self, graph: Graph, batch: int, precision: str, device_name: str) -> Path:
         if self.cfg["database"]:
             return Path(str(self.cfg["database"]))
@@ -126,6 +135,7 @@ class AutoTvmBackend(TvmBackend):
         t = time.perf_counter()
         tasks = 0
         if todo:
+            self.check_tuning_deps()
             bar = tqdm(total=todo, desc=f"autotvm {graph.name}", unit="trial", disable=not cfg["progress"] or None,
                        leave=False)
             runner = tuning.make_runner(str(cfg["runner"]), phases, number=int(cfg["number"]),
