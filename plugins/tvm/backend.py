@@ -145,7 +145,7 @@ class AutoTvmBackend(TvmBackend):
                 tasks = tuning.tune(mod, target, database, todo, tuner=str(cfg["tuner"]),
                                     trials_per_iter=int(cfg["trials_per_iter"]), runner=runner, phases=phases,
                                     work_dir=path, seed=int(cfg["seed"]), build_threads=int(cfg["build_threads"]),
-                                    progress=bar)
+                                    build_processes=bool(cfg["build_processes"]), progress=bar)
             except Exception as err:
                 raise BackendError(f"autotvm tuning failed after {phases.measured} measured candidates "
                                    f"({type(err).__name__}: {err}); the database at {path} keeps what was "

@@ -35,6 +35,7 @@ class AutoTvmConfig(TvmConfig):
     trials_per_iter: int = 64
     tuner: str = "evolutionary-xgb"  # evolutionary-xgb, evolutionary-random, replay-trace, replay-func
     build_threads: int = 0  # candidates compiled at once on the CPU (0: every core)
+    build_processes: bool = False  # compile on warm worker processes instead of threads
     runner: str = "inprocess"  # inprocess (this process), local (isolated worker), rpc (remote device)
     rpc_tracker: str = ""  # host:port of a TVM RPC tracker, for runner=rpc
     rpc_key: str = ""  # device key registered with the tracker

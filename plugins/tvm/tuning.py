@@ -11,11 +11,12 @@ pays that import once (``TuneContext`` has already made it), inside ``tune_s``.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import shutil
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,38 +38,77 @@ class PhaseTimes:
         return {f"tune_{k}": float(v) for k, v in self.__dict__.items()}
 
 
+def tvm_json(mod) -> str:
+    import tvm
+    return tvm.ir.save_json(mod)
+
+
+def _warm_worker() -> None:
+    import tvm  # noqa: F401  (paid once per worker, not per batch)
+
+
+def _build_candidate(mod, target, workdir: str) -> tuple[str | None, str | None]:
+    """(artifact path, None) or (None, error) for one candidate."""
+    import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+    from tvm.support.tar import tar
+
+    try:
+        mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+        # own folder: MetaSchedule's RemoveBuildArtifact deletes the artifact's folder
+        path = str(Path(tempfile.mkdtemp(dir=workdir)) / f"candidate.{tar.output_format}")
+        with target:
+            tvm.compile(mod, target=target).export_library(path, fcompile=tar)
+        return path, None
+    except Exception as err:  # a bad candidate is the tuner's business, not ours
+        return None, f"{type(err).__name__}: {err}"
+
+
+def _build_candidate_json(job) -> tuple[str | None, str | None]:
+    import tvm
+    text, target, workdir = job
+    return _build_candidate(tvm.ir.load_json(text), tvm.target.Target(target), workdir)
+
+
 def _builder_class():
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 
     @derived_object
     class InProcessBuilder(PyBuilder):
-        """Builds and exports each candidate in this process (phase 1, CPU)."""
+        """Builds and exports candidates (phase 1, CPU): on threads of this process, or on
+        warm worker processes (``processes=True``) where a compiler step holds the GIL."""
 
-        def __init__(self, workdir: str, phases: PhaseTimes, threads: int = 0, progress=None):
+        def __init__(self, workdir: str, phases: PhaseTimes, threads: int = 0, progress=None, processes=False):
             super().__init__()
-            self.workdir, self.phases, self.progress = workdir, phases, progress
+            self.workdir, self.phases, self.progress, self.processes = workdir, phases, progress, processes
             self.threads = threads or len(os.sched_getaffinity(0))
+            self._executor = None
 
-        def _one(self, item):
-            import tvm
-            from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-            from tvm.support.tar import tar
+        def _pool(self):
+            """Worker processes started once and kept warm for the whole tuning."""
+            if self._executor is None:
+                ctx = multiprocessing.get_context("spawn")
+                self._executor = ProcessPoolExecutor(self.threads, mp_context=ctx, initializer=_warm_worker)
+            return self._executor
 
-            try:
-                mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(item.mod)
-                # own folder: MetaSchedule's RemoveBuildArtifact deletes the artifact's folder
-                path = str(Path(tempfile.mkdtemp(dir=self.workdir)) / f"candidate.{tar.output_format}")
-                tvm.compile(mod, target=item.target).export_library(path, fcompile=tar)
-                return BuilderResult(path, None)
-            except Exception as err:  # a bad candidate is the tuner's business, not ours
-                return BuilderResult(None, f"InProcessBuilder: {type(err).__name__}: {err}")
+        def close(self) -> None:
+            if self._executor is not None:
+                self._executor.shutdown(cancel_futures=True)
+                self._executor = None
 
         def build(self, build_inputs):
             t = time.perf_counter()
-            # TVM's compiler releases the GIL, so threads build in parallel
-            with ThreadPoolExecutor(max(1, min(self.threads, len(build_inputs)))) as pool:
-                results = list(pool.map(self._one, build_inputs))
+            jobs = [(item.mod, item.target, self.workdir) for item in build_inputs]
+            if self.processes:
+                jobs = [(tvm_json(mod), target.export(), workdir) for mod, target, workdir in jobs]
+                outcomes = list(self._pool().map(_build_candidate_json, jobs))
+            else:
+                # TVM's compiler releases the GIL, so threads build in parallel
+                with ThreadPoolExecutor(max(1, min(self.threads, len(jobs)))) as pool:
+                    outcomes = list(pool.map(lambda job: _build_candidate(*job), jobs))
+            results = [BuilderResult(path, None) if path else BuilderResult(None, f"{type(self).__name__}: {error}")
+                       for path, error in outcomes]
             self.phases.build_errors += sum(r.artifact_path is None for r in results)
             self.phases.built += len(build_inputs)
             self.phases.build_s += time.perf_counter() - t
@@ -114,9 +154,10 @@ def _runner_class():
     return InProcessRunner
 
 
-def make_builder(workdir: str, phases: PhaseTimes, threads: int = 0, progress=None):
-    """The building phase (CPU): ``threads`` compile candidates at once (0: every core)."""
-    return _builder_class()(workdir, phases, threads, progress)
+def make_builder(workdir: str, phases: PhaseTimes, threads: int = 0, progress=None, processes: bool = False):
+    """The building phase (CPU): ``threads`` compile candidates at once (0: every core), as
+    threads of this process or as warm worker processes."""
+    return _builder_class()(workdir, phases, threads, progress, processes)
 
 
 def make_runner(kind: str, phases: PhaseTimes, *, number: int = 3, repeat: int = 1, min_repeat_ms: int = 40,
@@ -174,7 +215,7 @@ def _quiet_console() -> None:
 
 def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb", trials_per_iter: int = 64,
          runner=None, phases: PhaseTimes | None = None, work_dir: Path, seed: int = 0, build_threads: int = 0,
-         progress=None):
+         build_processes: bool = False, progress=None):
     """Tune the fused module's tasks for ``trials`` measured candidates into ``database``.
 
     ``runner`` defaults to measuring in this process; pass ``make_runner("rpc", ...)`` to
@@ -192,14 +233,15 @@ def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb",
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         tasks, work_dir=str(work_dir), strategy=strategy, seed=seed, num_threads="physical")
     scratch = tempfile.mkdtemp(prefix="tvm-tune-")
+    builder = make_builder(scratch, phases, build_threads, progress, build_processes)
     try:
-        builder = make_builder(scratch, phases, build_threads, progress)
         runner = runner or make_runner("inprocess", phases)
         _quiet_console()
         tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,
                    num_trials_per_iter=min(trials_per_iter, trials), builder=builder, runner=runner,
                    database=database, cost_model=cost_model)
     finally:
+        builder.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return len(tasks)
 

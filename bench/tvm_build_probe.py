@@ -1,0 +1,51 @@
+"""Where CUDA candidate builds spend their time: the same candidates built serially, on
+threads and on warm worker processes (``plugins/tvm/tuning.py``'s builder), for each of
+TVM's CUDA compilers (TVM_CUDA_COMPILE_MODE nvrtc / nvcc). Usage:
+python bench/tvm_build_probe.py [model] [n]"""
+
+import os
+import sys
+import tempfile
+import time
+
+import tvm
+from harness_plugins.tvm.frontend import make_target, to_relax
+from harness_plugins.tvm.tuning import PhaseTimes, make_builder, prepare_for_tuning
+from tvm.s_tir import dlight as dl
+from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+from ios_core.models import build_model
+
+
+def candidates(model: str, n: int, target):
+    mod = prepare_for_tuning(to_relax(build_model(model), 1, "fp32"), target)
+    with target:
+        mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(),
+                                      dl.gpu.Fallback())(mod)
+    funcs = [f for _, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)][:n]
+    return [BuilderInput(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), target) for f in funcs]
+
+
+def main() -> None:
+    model, n = (sys.argv[1:] + ["inception_v3"])[0], int((sys.argv[2:] + ["32"])[0])
+    target = make_target("cuda" if tvm.cuda(0).exist else "cpu")
+    inputs = candidates(model, n, target)
+    print(f"{len(inputs)} candidates of {model} for {target.kind.name}, {os.cpu_count()} CPUs", flush=True)
+    for mode in ("nvrtc", "nvcc"):
+        os.environ["TVM_CUDA_COMPILE_MODE"] = mode
+        for label, threads, processes in (("serial", 1, False), ("threads", 0, False), ("processes", 0, True)):
+            phases = PhaseTimes()
+            builder = make_builder(tempfile.mkdtemp(), phases, threads, None, processes)
+            if processes:
+                builder.build(inputs[:1])  # start the workers: a once-per-tuning cost
+            t = time.perf_counter()
+            results = builder.build(inputs)
+            dt = time.perf_counter() - t
+            builder.close()
+            errors = [r.error_msg for r in results if r.artifact_path is None]
+            print(f"{mode:6s} {label:9s} {dt:7.2f} s  {dt / len(inputs) * 1e3:7.1f} ms/candidate  "
+                  f"errors {len(errors)} {errors[:1]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
