@@ -1,7 +1,8 @@
-"""Where CUDA candidate builds spend their time: the same candidates built serially, on
-threads and on warm worker processes (``plugins/tvm/tuning.py``'s builder), for each of
-TVM's CUDA compilers (TVM_CUDA_COMPILE_MODE nvrtc / nvcc). Usage:
-python bench/tvm_build_probe.py [model] [n]"""
+"""Where CUDA candidate builds spend their time: the same candidates built serially and on
+threads by autotvm's builder (``plugins/tvm/tuning.py``), with each of TVM's CUDA compilers
+(TVM_CUDA_COMPILE_MODE nvrtc / nvcc). Usage: python bench/tvm_build_probe.py [model] [n]
+(bench/results/h100-2026-11-22/tvm/build_probe.txt also has a process-pool row from an
+earlier version of the builder)."""
 
 import os
 import sys
@@ -33,15 +34,11 @@ def main() -> None:
     print(f"{len(inputs)} candidates of {model} for {target.kind.name}, {os.cpu_count()} CPUs", flush=True)
     for mode in ("nvrtc", "nvcc"):
         os.environ["TVM_CUDA_COMPILE_MODE"] = mode
-        for label, threads, processes in (("serial", 1, False), ("threads", 0, False), ("processes", 0, True)):
-            phases = PhaseTimes()
-            builder = make_builder(tempfile.mkdtemp(), phases, threads, None, processes)
-            if processes:
-                builder.build(inputs[:1])  # start the workers: a once-per-tuning cost
+        for label, threads in (("serial", 1), ("threads", 0)):
+            builder = make_builder(tempfile.mkdtemp(), PhaseTimes(), threads)
             t = time.perf_counter()
             results = builder.build(inputs)
             dt = time.perf_counter() - t
-            builder.close()
             errors = [r.error_msg for r in results if r.artifact_path is None]
             print(f"{mode:6s} {label:9s} {dt:7.2f} s  {dt / len(inputs) * 1e3:7.1f} ms/candidate  "
                   f"errors {len(errors)} {errors[:1]}", flush=True)

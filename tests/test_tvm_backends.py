@@ -118,6 +118,7 @@ def test_autotvm_default_tuner_evolutionary_xgboost(bench_cfg, tmp_path):
     ({"backend.runner": "rpc"}, "needs backend.rpc_tracker=host:port"),
     ({"backend.cuda_graph": True}, "not supported by autotvm"),
     ({"backend.trials": 0}, "backend.trials=0 must be >= 1"),
+    ({"backend.cuda_compiler": "clang"}, "backend.cuda_compiler='clang' is invalid"),
 ])
 def test_autotvm_config_errors(bench_cfg, over, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -165,3 +166,20 @@ def test_autotvm_full_size_end_to_end(bench_cfg, tmp_path):
     assert rec["status"] == "FINISHED", rec.get("error")
     assert rec["metrics"]["max_rel_error"] < 1e-4
     assert rec["metrics"]["tune_tasks"] >= 30 and rec["metrics"]["tune_measured"] >= 1
+
+
+def test_cuda_compiler_choice(monkeypatch):
+    """auto takes nvcc where it is on PATH (its builds run in parallel on threads; NVRTC's did
+    not on the H100), and the mode is set only while tuning."""
+    import os
+    import shutil
+
+    from harness_plugins.tvm import tuning
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/local/cuda/bin/nvcc" if name == "nvcc" else None)
+    assert tuning.cuda_compiler("auto") == "nvcc"
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert tuning.cuda_compiler("auto") == "nvrtc" and tuning.cuda_compiler("nvcc") == "nvcc"
+    monkeypatch.delenv("TVM_CUDA_COMPILE_MODE", raising=False)
+    with tuning.cuda_compile_mode("nvcc"):
+        assert os.environ["TVM_CUDA_COMPILE_MODE"] == "nvcc"
+    assert "TVM_CUDA_COMPILE_MODE" not in os.environ

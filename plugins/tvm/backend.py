@@ -136,6 +136,8 @@ class AutoTvmBackend(TvmBackend):
         tasks = 0
         if todo:
             self.check_tuning_deps()
+            compiler = tuning.cuda_compiler(str(cfg["cuda_compiler"])) if target.kind.name == "cuda" else "nvrtc"
+            params["tvm_cuda_compiler"] = compiler
             bar = tqdm(total=todo, desc=f"autotvm {graph.name}", unit="trial", disable=not cfg["progress"] or None,
                        leave=False)
             runner = tuning.make_runner(str(cfg["runner"]), phases, number=int(cfg["number"]),
@@ -145,7 +147,7 @@ class AutoTvmBackend(TvmBackend):
                 tasks = tuning.tune(mod, target, database, todo, tuner=str(cfg["tuner"]),
                                     trials_per_iter=int(cfg["trials_per_iter"]), runner=runner, phases=phases,
                                     work_dir=path, seed=int(cfg["seed"]), build_threads=int(cfg["build_threads"]),
-                                    build_processes=bool(cfg["build_processes"]), progress=bar)
+                                    cuda_compiler=compiler, progress=bar)
             except Exception as err:
                 raise BackendError(f"autotvm tuning failed after {phases.measured} measured candidates "
                                    f"({type(err).__name__}: {err}); the database at {path} keeps what was "

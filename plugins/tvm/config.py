@@ -14,6 +14,7 @@ TUNERS = {
     "replay-func": ("replay-func", "random"),
 }
 RUNNERS = ("inprocess", "local", "rpc")
+CUDA_COMPILERS = ("auto", "nvcc", "nvrtc")
 
 
 @dataclass
@@ -35,7 +36,7 @@ class AutoTvmConfig(TvmConfig):
     trials_per_iter: int = 64
     tuner: str = "evolutionary-xgb"  # evolutionary-xgb, evolutionary-random, replay-trace, replay-func
     build_threads: int = 0  # candidates compiled at once on the CPU (0: every core)
-    build_processes: bool = False  # compile on warm worker processes instead of threads
+    cuda_compiler: str = "auto"  # candidate builds on cuda: auto (nvcc if on PATH), nvcc, nvrtc
     runner: str = "inprocess"  # inprocess (this process), local (isolated worker), rpc (remote device)
     rpc_tracker: str = ""  # host:port of a TVM RPC tracker, for runner=rpc
     rpc_key: str = ""  # device key registered with the tracker
@@ -56,6 +57,9 @@ def check(cfg) -> None:
         return
     if str(cfg["tuner"]) not in TUNERS:
         raise ConfigError(f"backend.tuner={cfg['tuner']!r} is invalid; choose one of: {', '.join(TUNERS)}")
+    if str(cfg["cuda_compiler"]) not in CUDA_COMPILERS:
+        raise ConfigError(f"backend.cuda_compiler={cfg['cuda_compiler']!r} is invalid; choose one of: "
+                          f"{', '.join(CUDA_COMPILERS)}")
     if str(cfg["runner"]) not in RUNNERS:
         raise ConfigError(f"backend.runner={cfg['runner']!r} is invalid; choose one of: {', '.join(RUNNERS)}")
     for key in ("trials", "trials_per_iter", "number", "repeat"):
