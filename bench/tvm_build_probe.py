@@ -11,18 +11,17 @@ import time
 
 import tvm
 from harness_plugins.tvm.frontend import make_target, to_relax
-from harness_plugins.tvm.tuning import PhaseTimes, make_builder, prepare_for_tuning
-from tvm.s_tir import dlight as dl
+from harness_plugins.tvm.tuning import PhaseTimes, make_builder
+from tvm.relax.backend.cuda.pipeline import legalize_passes
 from tvm.s_tir.meta_schedule.builder import BuilderInput
 
 from ios_core.models import build_model
 
 
 def candidates(model: str, n: int, target):
-    mod = prepare_for_tuning(to_relax(build_model(model), 1, "fp32"), target)
+    """The model's fused functions with TVM's default schedules (its CUDA legalize passes)."""
     with target:
-        mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(),
-                                      dl.gpu.Fallback())(mod)
+        mod = tvm.transform.Sequential(legalize_passes(target))(to_relax(build_model(model), 1, "fp32"))
     funcs = [f for _, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)][:n]
     return [BuilderInput(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), target) for f in funcs]
 

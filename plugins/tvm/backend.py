@@ -11,12 +11,11 @@ from typing import Any
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared, slug, store_dir
-from harness.config import ConfigError
 from harness.environment import cpu_model
 from ios_core.ir import Graph
 
 from . import cudnn, tuning
-from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig, check
+from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig, check, check_autotvm
 from .frontend import device_of, make_target, target_info, to_relax
 
 
@@ -82,7 +81,6 @@ class TvmCudnnBackend(TvmBackend):
     devices = ("cuda",)
 
     def lower(self, mod, target, graph, batch, precision, device_name, metrics, params):
-        import tvm
         from tvm import relax
 
         mod, offloaded, total = cudnn.partition(mod)
@@ -90,7 +88,7 @@ class TvmCudnnBackend(TvmBackend):
         cudnn.require_cudnn(offloaded, total)
         with self.pass_context():
             mod = relax.transform.RunCodegen()(mod)
-            return tvm.compile(mod, target=target)
+        return super().lower(mod, target, graph, batch, precision, device_name, metrics, params)
 
 
 class AutoTvmBackend(TvmBackend):
@@ -103,10 +101,7 @@ class AutoTvmBackend(TvmBackend):
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        check(cfg)
-        if bool(cfg["cuda_graph"]):
-            raise ConfigError("backend.cuda_graph is not supported by autotvm (MetaSchedule's compile sets its own "
-                              "pass context); use backend=tvm for it")
+        check_autotvm(cfg)
 
     def check_tuning_deps(self) -> None:
         """MetaSchedule imports psutil, and XGBoost for the xgb cost model, only once tuning starts."""

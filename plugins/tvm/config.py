@@ -53,8 +53,13 @@ class AutoTvmConfig(TvmConfig):
 def check(cfg) -> None:
     if int(cfg["opt_level"]) not in range(4):
         raise ConfigError(f"backend.opt_level={cfg['opt_level']} must be 0..3")
-    if "trials" not in cfg:
-        return
+
+
+def check_autotvm(cfg) -> None:
+    check(cfg)
+    if bool(cfg["cuda_graph"]):
+        raise ConfigError("backend.cuda_graph is not supported by autotvm (MetaSchedule's compile sets its own "
+                          "pass context); use backend=tvm for it")
     if str(cfg["tuner"]) not in TUNERS:
         raise ConfigError(f"backend.tuner={cfg['tuner']!r} is invalid; choose one of: {', '.join(TUNERS)}")
     if str(cfg["cuda_compiler"]) not in CUDA_COMPILERS:

@@ -8,10 +8,23 @@ from __future__ import annotations
 
 from harness.backend import BackendError
 
-from .frontend import calls, conv_calls
-
 BUILD_HINT = ("build TVM from source with set(USE_CUDNN ON) (and USE_CUDA ON) in config.cmake: "
               "https://tvm.apache.org/docs/install/from_source.html")
+
+
+def calls(mod, pred) -> int:
+    """How many bindings of ``main`` are calls that ``pred`` accepts."""
+    from tvm import relax
+    n = 0
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            if isinstance(binding.value, relax.Call) and pred(binding.value):
+                n += 1
+    return n
+
+
+def conv_calls(mod) -> int:
+    return calls(mod, lambda c: getattr(c.op, "name", "") == "relax.nn.conv2d")
 
 
 def has_cudnn() -> bool:

@@ -61,18 +61,3 @@ def target_info(target) -> dict[str, Any]:
     attrs = {k: v for k, v in target.export().items() if k in ("kind", "arch", "mcpu", "num-cores",
                                                                 "max_shared_memory_per_block")}
     return {f"tvm_target_{k.replace('-', '_')}": v for k, v in attrs.items()}
-
-
-def calls(mod, pred) -> int:
-    """How many bindings of ``main`` are calls that ``pred`` accepts."""
-    from tvm import relax
-    n = 0
-    for block in mod["main"].body.blocks:
-        for binding in block.bindings:
-            if isinstance(binding.value, relax.Call) and pred(binding.value):
-                n += 1
-    return n
-
-
-def conv_calls(mod) -> int:
-    return calls(mod, lambda c: getattr(c.op, "name", "") == "relax.nn.conv2d")
