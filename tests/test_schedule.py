@@ -136,7 +136,7 @@ def test_original_ending_is_a_subset_of_corrected():
 def test_dp_sizes_match_the_original_on_inception():
     # reference/ios_reference.md 4.6: IOS-Merge on Inception V3 visits 1,206 states, 3,852 transitions, 160 stages
     g = build_model("inception_v3", **SMALL["inception_v3"])
-    st = optimize(g, AnalyticCostModel(1, "gpu"), "ios-merge").stats
+    st = optimize(g, AnalyticCostModel(1, "gpu"), "ios-merge", prune=False, share_parts=False).stats
     assert (st["states"], st["transitions"], st["stage_evaluations"]) == (1206, 3852, 160)
 
 

@@ -14,10 +14,11 @@ from ..interpreters.base import weight_params
 from ..ir import Graph
 from ..schedule import Schedule, apply_merges
 from .ops import RuntimeOps, graph_channels
-from .program import StreamProgram
+from .program import StreamProgram, remaining_path
 from .target import TorchTarget
 
-#: runtime name -> (program mode on CUDA, capture as a CUDA graph)
+#: runtime name -> (program mode on CUDA, capture as a CUDA graph); ``graph`` honours the
+#: schedule's per-stage barrier flags, ``graph-stages`` puts the original's barriers everywhere
 RUNTIMES = {"graph": ("edges", True), "graph-stages": ("stages", True), "eager": ("edges", False),
             "ios-faithful": ("faithful", False)}
 
@@ -39,8 +40,10 @@ class ScheduledModel:
         mode, self.captured = RUNTIMES[runtime] if on_cuda else ("threads", False)
         params = weight_params(self.graph, self.target.tensor)
         self.ops = RuntimeOps(graph_channels(self.graph), params, fuse=fuse and on_cuda)
-        self.stages = [[[self.graph.node(n) for n in g] for g in st.groups] for st in self.plan.stages()]
-        self.program = StreamProgram(self.stages, self.ops, mode)
+        plan_stages = self.plan.stages()
+        self.stages = [[[self.graph.node(n) for n in g] for g in st.groups] for st in plan_stages]
+        self.program = StreamProgram(self.stages, self.ops, mode, barriers=[st.barrier for st in plan_stages],
+                                     priority=remaining_path(self.graph))
         self.mode = mode
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -33,7 +33,9 @@ def profile(model: ScheduledModel, x: np.ndarray, repeat: int = 5) -> tuple[list
     cuda = model.target.device.type == "cuda"
     streams = [None]
     if cuda:
-        streams = [torch.cuda.current_stream(), *[torch.cuda.Stream() for _ in range(model.program.width - 1)]]
+        from .streams import side_streams
+
+        streams = [torch.cuda.current_stream(), *side_streams(model.program.width - 1)]
     inp = model.target.tensor(x)
     per_stage = np.zeros(len(model.stages))
     spans: list[GroupSpan] = []

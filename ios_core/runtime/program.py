@@ -3,14 +3,20 @@
 A :class:`StreamProgram` is a static plan made once from the stages: which stream runs
 each group, which cross-stream edges need an event, where barriers go. Modes:
 
-* ``edges`` (CUDA): group j of a stage runs on stream j; a unit waits only for the
-  events of the producers it reads that ran on another stream (no stage barriers).
-  Capturable in one CUDA graph.
-* ``stages`` (CUDA): a join/fork barrier of all streams at every stage boundary that
-  touches a multi-group stage (the original's rule, but with events, so capturable).
+* ``edges`` (CUDA): a unit waits only for the events of the producers it reads that
+  ran on another stream; a stage whose ``barriers`` flag is set ends in a join/fork of
+  all streams (the search decides per stage). Capturable in one CUDA graph.
+* ``stages`` (CUDA): a barrier at every stage boundary that touches a multi-group
+  stage (the original's rule, but with events, so capturable).
 * ``faithful`` (CUDA): the original runtime's rule with host-blocking
   ``torch.cuda.synchronize()`` barriers; eager only.
 * ``threads`` (CPU): the groups of a multi-group stage run concurrently on a thread pool.
+
+Streams follow producer chains: a group goes to the stream its first unit's producer ran
+on when that stream is free in the stage, so a chain split over stages needs no event.
+Groups are issued longest-remaining-path first (``priority``), so the critical chain's
+kernels enter the device queue before the side branches' (Nimble, Opara). Side streams
+come from :mod:`.streams` and are distinct by construction.
 """
 
 from __future__ import annotations
@@ -20,53 +26,98 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from ..ir import Node
+from ..schedule.schedule import rule_barriers
+from .streams import check_distinct, side_streams
 
 MODES = ("edges", "stages", "faithful", "threads")
 
 
 class StreamProgram:
     def __init__(self, stages: list[list[list[Node]]], ops, mode: str = "edges",
-                 streams: list | None = None):
+                 barriers: list[bool] | None = None, priority: dict[str, float] | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown runtime mode {mode!r}; choose one of: {', '.join(MODES)}")
         self.stages, self.ops, self.mode = stages, ops, mode
         self.width = max((len(st) for st in stages), default=1)
+        widths = [len(st) for st in stages]
+        if mode in ("stages", "faithful"):
+            self.barriers = rule_barriers(widths)
+        else:
+            self.barriers = list(barriers) if barriers is not None else [False] * len(stages)
+            if len(self.barriers) != len(stages):
+                raise ValueError(f"{len(self.barriers)} barrier flags for {len(stages)} stages")
         self.pool = ThreadPoolExecutor(self.width) if mode == "threads" and self.width > 1 else None
-        self.side = []
-        if mode in ("edges", "stages", "faithful"):
-            self.side = streams[: self.width - 1] if streams is not None else \
-                [torch.cuda.Stream() for _ in range(self.width - 1)]
-        self._plan()
+        self.side = side_streams(self.width - 1) if mode in ("edges", "stages", "faithful") and self.width > 1 else []
+        self.priority = priority or {}
+        if mode in ("edges", "stages"):
+            self._plan()
 
     # -- the static plan --------------------------------------------------------------
-    def _plan(self) -> None:
+    def _assign(self) -> list[list[tuple[int, list[Node]]]]:
+        """Per stage, (stream, group) in issue order."""
         stream_of: dict[str, int] = {}
+        out = []
         for st in self.stages:
-            for j, group in enumerate(st):
-                for n in group:
+            order = sorted(st, key=lambda g: -self.priority.get(g[0].name, 0.0))
+            free = set(range(len(st)))
+            placed: list[tuple[int, list[Node]]] = []
+            for g in order:
+                want = [stream_of[v.node] for t in g[0].inputs for v in t if v.node in stream_of]
+                j = next((w for w in want if w in free), min(free))
+                free.discard(j)
+                placed.append((j, g))
+                for n in g:
                     stream_of[n.name] = j
-        self.stream_of = stream_of
-        self.recorded: set[str] = set()  # units whose completion another stream waits for
-        self.waits: dict[str, list[str]] = {}
-        for st in self.stages:
-            for j, group in enumerate(st):
-                for n in group:
+            out.append(placed)
+        return out
+
+    def _plan(self) -> None:
+        """Flatten the schedule into instructions: (op, stream index, payload)."""
+        placed = self._assign()
+        stage_of = {n.name: i for i, st in enumerate(self.stages) for g in st for n in g}
+        stream_of = {n.name: j for pl in placed for j, g in pl for n in g}
+        waits: dict[str, list[str]] = {}
+        recorded: set[str] = set()
+        last_barrier = -1
+        for i, pl in enumerate(placed):
+            for j, g in pl:
+                waited: set[str] = set()
+                for n in g:
                     ws = []
                     for t in n.inputs:
                         for v in t:
-                            pj = stream_of.get(v.node, 0)  # external inputs: on the main stream
-                            if pj != j and v.node in stream_of and v.node not in ws:
-                                ws.append(v.node)
-                    self.waits[n.name] = ws
-                    self.recorded.update(ws)
-        if self.mode == "edges":
-            self.events = {name: torch.cuda.Event() for name in self.recorded}
+                            p = v.node
+                            if p in stream_of and stream_of[p] != j and stage_of[p] > last_barrier and p not in waited:
+                                ws.append(p)
+                                waited.add(p)
+                    waits[n.name] = ws
+                    recorded.update(ws)
+            if self.barriers[i]:
+                last_barrier = i
+        self.events = {name: torch.cuda.Event() for name in recorded}
         self.fork_event = torch.cuda.Event() if self.side else None
         self.join_events = [torch.cuda.Event() for _ in self.side]
-
-    def barrier_after(self, i: int) -> bool:
-        """The original's rule: none between two single-group stages, else a barrier."""
-        return i + 1 < len(self.stages) and (len(self.stages[i]) > 1 or len(self.stages[i + 1]) > 1)
+        code: list[tuple[str, int, object]] = []
+        forked: set[int] = set()
+        for i, pl in enumerate(placed):
+            for j, g in pl:
+                if j and j not in forked:
+                    code.append(("fork", j, None))
+                    forked.add(j)
+                for n in g:
+                    for p in waits[n.name]:
+                        code.append(("wait", j, p))
+                    code.append(("call", j, n))
+                    if n.name in recorded:
+                        code.append(("record", j, n.name))
+            if self.barriers[i] and i + 1 < len(placed) and forked:
+                code.append(("join", 0, sorted(forked)))
+                forked = set()
+                code.append(("refork", 0, None))
+        if forked:
+            code.append(("join", 0, sorted(forked)))
+        self.code = code
+        self.stream_index = stream_of
 
     # -- running ------------------------------------------------------------------------
     def run(self, env: dict) -> dict:
@@ -100,43 +151,54 @@ class StreamProgram:
             for j, group in enumerate(st):
                 with torch.cuda.stream(streams[j]):
                     self._group(group, env)
-            if self.barrier_after(i):
+            if self.barriers[i]:
                 torch.cuda.synchronize()
         return env
 
     def _run_streams(self, env: dict) -> dict:
         main = torch.cuda.current_stream()
         streams = [main, *self.side]
-        edges = self.mode == "edges"
-        forked = [False] * len(streams)
-        if self.fork_event is not None:
+        if self.side:
+            check_distinct(self.side, main)
             self.fork_event.record(main)
-        call = self.ops.call
-        for i, st in enumerate(self.stages):
-            for j, group in enumerate(st):
-                stream = streams[j]
-                if j and not forked[j]:
-                    stream.wait_event(self.fork_event)
-                    forked[j] = True
-                with torch.cuda.stream(stream):
-                    for n in group:
-                        if edges:
-                            for p in self.waits[n.name]:
-                                stream.wait_event(self.events[p])
-                        env[n.name] = call(n, env)
-                        if edges and n.name in self.recorded:
-                            self.events[n.name].record(stream)
-            if not edges and self.barrier_after(i):
-                self._join(streams, forked)
+        call, events = self.ops.call, self.events
+        for op, j, x in self.code:
+            if op == "call":
+                if j:
+                    with torch.cuda.stream(streams[j]):
+                        env[x.name] = call(x, env)
+                else:
+                    env[x.name] = call(x, env)
+            elif op == "wait":
+                streams[j].wait_event(events[x])
+            elif op == "record":
+                events[x].record(streams[j])
+            elif op == "fork":
+                streams[j].wait_event(self.fork_event)
+            elif op == "join":
+                for k in x:
+                    ev = self.join_events[k - 1]
+                    ev.record(streams[k])
+                    main.wait_event(ev)
+            elif op == "refork":
                 self.fork_event.record(main)
-        self._join(streams, forked)
         return env
 
-    def _join(self, streams: list, forked: list[bool]) -> None:
-        main = streams[0]
-        for j in range(1, len(streams)):
-            if forked[j]:
-                ev = self.join_events[j - 1]
-                ev.record(streams[j])
-                main.wait_event(ev)
-                forked[j] = False
+
+def remaining_path(graph) -> dict[str, float]:
+    """Per unit, the multiply-accumulates on its longest path to the graph's output (plus a
+    per-unit constant for launch cost): the issue priority of its group."""
+    users: dict[str, list[str]] = {}
+    order = [n for n in graph.nodes()]
+    for n in order:
+        for t in n.inputs:
+            for v in t:
+                users.setdefault(v.node, []).append(n.name)
+    out: dict[str, float] = {}
+    for n in reversed(order):
+        try:
+            own = float(n.macs(graph.input_shape_of(n))) + 1e5
+        except Exception:  # the placeholder has no input shape
+            own = 0.0
+        out[n.name] = own + max((out[u] for u in users.get(n.name, [])), default=0.0)
+    return out

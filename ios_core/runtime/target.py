@@ -63,15 +63,17 @@ class TorchTarget:
     def capture(self, fn: Callable, example) -> tuple[Callable, Callable]:
         """Capture ``fn`` on a static input as one CUDA graph; returns (infer, load)."""
         torch = self.torch
+        from .streams import capture_stream
+
         static_in = example.clone()
-        side = torch.cuda.Stream()
+        side = capture_stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), torch.inference_mode():
             for _ in range(3):
                 fn(static_in)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), torch.inference_mode():
+        with torch.cuda.graph(graph, stream=side), torch.inference_mode():
             static_out = fn(static_in)
 
         def load(x: np.ndarray):

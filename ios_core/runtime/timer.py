@@ -1,17 +1,24 @@
-"""Timing one stage in isolation on the device, through the same runtime that runs the
-model: the measured cost model's instrument.
+"""Timing work on the device the way it runs in a model: the measured cost model's and
+the in-situ selection's instrument.
 
-On CUDA with a graph runtime the stage is captured ``number`` times back to back (with a
-join/fork of its streams in between, the stage barrier the DP assumes) into one CUDA
-graph, replayed ``warmup`` times, then timed ``repeat`` times with CUDA events; the
-result is the median per-stage time. Eager runtimes and the CPU time ``number`` runs
-per repeat directly. External inputs are random tensors of the right shapes; weights
-are the graph's (or random, for a merged conv that has none).
+:func:`time_work` times a callable that enqueues work on the current stream (a stage,
+or a whole part of a schedule with its own forks and joins). On CUDA with capture it
+captures ``number`` copies into one CUDA graph, each copy preceded by an L2 flush (a
+write larger than the L2 cache, so weights come from HBM as they do when a model larger
+than L2 runs) and by a touch of the copy's inputs (activations just produced by the
+previous stage are in L2 in a real run), and brackets each copy with timing events
+recorded inside the graph. The graph is replayed ``repeat`` times; the result is the
+median over all ``number * repeat`` copies, robust to the odd slow or lucky sample.
+Eager runtimes and the CPU time ``number`` calls per repeat with the host clock.
+
+:class:`StageTimer` times one candidate stage in isolation: external inputs are random
+tensors of the right shapes, weights are the graph's (or random, for a merged conv).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -20,22 +27,98 @@ from ..interpreters.base import weighted_nodes
 from ..ir import Graph, Node
 from .ops import RuntimeOps, random_params
 from .program import StreamProgram
+from .streams import capture_stream
 from .target import TorchTarget
+
+_FLUSH: dict[int, torch.Tensor] = {}
+
+
+def l2_flush_buffer(device: torch.device) -> torch.Tensor:
+    """A buffer 1.5x the device's L2 cache; zeroing it evicts everything else from L2."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _FLUSH:
+        l2 = int(getattr(torch.cuda.get_device_properties(idx), "L2_cache_size", 0) or 50 * 2**20)
+        _FLUSH[idx] = torch.empty(int(1.5 * l2) // 4 + 1, dtype=torch.float32, device=f"cuda:{idx}")
+    return _FLUSH[idx]
+
+
+class TimingConfig:
+    """How work is timed: copies per capture, replays, warmup replays, cold L2."""
+
+    def __init__(self, warmup: int = 2, number: int = 5, repeat: int = 3, cold: bool = True):
+        self.warmup, self.number, self.repeat, self.cold = warmup, number, repeat, cold
+
+
+def time_work(target: TorchTarget, run: Callable[[], object], touch: list[torch.Tensor], captured: bool,
+              tc: TimingConfig) -> float:
+    """Median milliseconds of one call of ``run`` (see the module docstring)."""
+    cuda = target.device.type == "cuda"
+    if cuda and captured:
+        return _time_captured(target, run, touch, tc)
+    for _ in range(tc.warmup):
+        run()
+    target.synchronize()
+    times = []
+    for _ in range(tc.repeat):
+        if cuda:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            a.record()
+            for _ in range(tc.number):
+                run()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / tc.number)
+        else:
+            t = time.perf_counter()
+            for _ in range(tc.number):
+                run()
+            times.append((time.perf_counter() - t) * 1e3 / tc.number)
+    return float(np.median(times))
+
+
+def _time_captured(target: TorchTarget, run, touch: list[torch.Tensor], tc: TimingConfig) -> float:
+    cap = capture_stream()
+    cap.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(cap):
+        run()  # cuDNN picks its algorithms outside the capture
+    torch.cuda.current_stream().wait_stream(cap)
+    flush = l2_flush_buffer(target.device) if tc.cold else None
+    marks = [(torch.cuda.Event(enable_timing=True, external=True), torch.cuda.Event(enable_timing=True, external=True))
+             for _ in range(tc.number)]
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=cap):
+        for a, b in marks:
+            if flush is not None:
+                flush.zero_()
+                for x in touch:
+                    x.mul_(1.0)
+            a.record(cap)
+            run()
+            b.record(cap)
+    for _ in range(tc.warmup):
+        g.replay()
+    times = []
+    for _ in range(tc.repeat):
+        g.replay()
+        torch.cuda.synchronize()
+        times.extend(a.elapsed_time(b) for a, b in marks)
+    del g
+    return float(np.median(times))
 
 
 class StageTimer:
     def __init__(self, target: TorchTarget, batch: int, mode: str = "edges", captured: bool = True,
-                 warmup: int = 2, number: int = 6, repeat: int = 6, fuse: bool = True):
+                 warmup: int = 2, number: int = 5, repeat: int = 3, fuse: bool = True, cold: bool = True):
         self.target, self.batch = target, batch
         self.cuda = target.device.type == "cuda"
         self.mode = mode if self.cuda else "threads"
         self.captured = captured and self.cuda
-        self.warmup, self.number, self.repeat = warmup, number, repeat
+        self.timing = TimingConfig(warmup, number, repeat, cold and self.cuda)
         self.fuse = fuse and self.cuda
         self.params: dict[str, tuple] = {}
         self.inputs: dict[tuple, torch.Tensor] = {}
         self.rng = np.random.default_rng(0)
-        self.streams = [torch.cuda.Stream() for _ in range(16)] if self.cuda else None
 
     def _weights(self, graph: Graph, node: Node) -> None:
         # a merged conv carries its first conv's name: key it by its hint ("a b c") instead
@@ -74,53 +157,7 @@ class StageTimer:
                             env[v.node] = self._input(shape)
                             channels[v.node] = shape[0]
         ops = RuntimeOps(channels, self.current, fuse=self.fuse)
-        prog = StreamProgram([groups], ops, self.mode, streams=self.streams)
+        prog = StreamProgram([groups], ops, self.mode)
         with torch.inference_mode():
-            if self.captured:
-                return self._time_graph(prog, env)
-            return self._time_eager(prog, env)
-
-    def _time_eager(self, prog: StreamProgram, env: dict) -> float:
-        for _ in range(self.warmup):
-            prog.run(dict(env))
-        self.target.synchronize()
-        times = []
-        for _ in range(self.repeat):
-            if self.cuda:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                a.record()
-                for _ in range(self.number):
-                    prog.run(dict(env))
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b) / self.number)
-            else:
-                t = time.perf_counter()
-                for _ in range(self.number):
-                    prog.run(dict(env))
-                times.append((time.perf_counter() - t) * 1e3 / self.number)
-        return float(np.median(times))
-
-    def _time_graph(self, prog: StreamProgram, env: dict) -> float:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            prog.run(dict(env))  # warm cuDNN's algorithm choice outside the capture
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(self.number):
-                prog.run(dict(env))
-        for _ in range(self.warmup):
-            g.replay()
-        times = []
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for _ in range(self.repeat):
-            a.record()
-            g.replay()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / self.number)
-        del g
-        return float(np.median(times))
+            return time_work(self.target, lambda: prog.run(dict(env)), list(env.values()), self.captured,
+                             self.timing)

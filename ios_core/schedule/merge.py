@@ -117,8 +117,8 @@ def apply_merges(graph: Graph, schedule: Schedule) -> tuple[Graph, Schedule]:
             nodes.append(new)
         blocks.append(Block(block.enter, nodes,
                             [[x for x in p if x not in dropped] for p in block.parts] if block.parts else None))
-        new_stages.append([Stage([st.groups[0][:1]]) if st.merge else Stage([list(g) for g in st.groups])
-                           for st in stages])
+        new_stages.append([Stage([st.groups[0][:1]], barrier=st.barrier) if st.merge
+                           else Stage([list(g) for g in st.groups], barrier=st.barrier) for st in stages])
     g2 = Graph(graph.name, graph.input, blocks)
     sched = Schedule(schedule.graph_name, g2.hash(), new_stages, schedule.algorithm, schedule.batch, schedule.device,
                      schedule.precision, dict(schedule.options), dict(schedule.stats))

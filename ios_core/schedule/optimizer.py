@@ -20,13 +20,15 @@ Endings (reference/ios_reference.md 4.3):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..ir import Block, Graph, Node
+from ..ir.signature import signature
+from ..progress import Progress
 from .merge import merge_key, merged_geometry
-from .schedule import Schedule, Stage
+from .schedule import Schedule, Stage, greedy_stages, rule_barriers, sequential_stages
 
 VARIANTS = {"ios-merge": (True, False), "ios-parallel": (False, True), "ios-both": (True, True)}
 ENDINGS = ("corrected", "original")
@@ -47,11 +49,14 @@ class SearchStats:
     stage_evaluations: int = 0
     search_s: float = 0.0
     parts: int = 0
+    pruned: int = 0
+    shared_parts: int = 0
     cost: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float]:
         return {"states": self.states, "transitions": self.transitions, "stage_evaluations": self.stage_evaluations,
-                "search_s": round(self.search_s, 3), "parts": self.parts, **self.cost}
+                "search_s": round(self.search_s, 3), "parts": self.parts, "pruned": self.pruned,
+                "shared_parts": self.shared_parts, **self.cost}
 
 
 def popcount(x: int) -> int:
@@ -118,14 +123,33 @@ class PartDAG:
         return chains
 
 
+class _Entry(NamedTuple):
+    cost: float
+    key: int  # order-free hash of the stage set, so permutations of one schedule count once
+    groups: tuple[int, ...] | None
+    merge: bool
+    prev: int  # rank of the predecessor state's entry
+
+
 class _PartSearch:
+    """The k-best DP over one part, with lower-bound pruning.
+
+    Each state keeps the ``keep`` cheapest distinct stage sets that reach it. Before a
+    candidate ending is timed, its lower bound (its longest group, each unit at its
+    stand-alone latency, times ``slack``) is added to the cheapest way to the rest of the
+    state; endings are tried in that order and the first whose bound cannot beat the
+    k-th best so far stops the loop, so most multi-unit stages are never measured.
+    """
+
     def __init__(self, graph: Graph, dag: PartDAG, cost: CostModel, merge: bool, parallel: bool,
-                 r: int, s: int, ending: str, stats: SearchStats, tick):
+                 r: int, s: int, ending: str, stats: SearchStats, tick, keep: int = 1, slack: float | None = 0.9):
         self.graph, self.dag, self.cost = graph, dag, cost
         self.merge, self.parallel, self.r, self.s, self.ending = merge, parallel, r, s, ending
         self.stats, self.tick = stats, tick
-        self.memo: dict[int, tuple[float, tuple | None]] = {0: (0.0, None)}
+        self.keep, self.slack = max(1, keep), slack
+        self.memo: dict[int, list[_Entry]] = {0: [_Entry(0.0, 0, None, False, -1)]}
         self.latency: dict[tuple, float] = {}
+        self.unit: list[float | None] = [None] * dag.n
 
     # -- candidate endings -----------------------------------------------------------
     def endings(self, s: int) -> Iterator[tuple[tuple[int, ...], bool]]:
@@ -214,34 +238,76 @@ class _PartSearch:
             self.tick()
         return lat
 
-    def solve(self, s: int) -> float:
+    def unit_latency(self, i: int) -> float:
+        lat = self.unit[i]
+        if lat is None:
+            lat = self.unit[i] = self.stage_latency((1 << i,), False)
+        return lat
+
+    def lower_bound(self, groups: tuple[int, ...], merge: bool) -> float:
+        """No stage is faster than its slowest group run alone (a merged conv than its
+        largest member), up to ``slack`` for measurement noise."""
+        if len(groups) == 1 and popcount(groups[0]) == 1:
+            return self.unit_latency(groups[0].bit_length() - 1)
+        unit = self.unit_latency
+        if merge:
+            return max(unit(i) for i in bits(groups[0])) * self.slack  # type: ignore[operator]
+        return max(sum(unit(i) for i in bits(g)) for g in groups) * self.slack  # type: ignore[operator]
+
+    def solve(self, s: int) -> list[_Entry]:
         hit = self.memo.get(s)
         if hit is not None:
-            return hit[0]
+            return hit
         self.stats.states += 1
-        best, arg = float("inf"), None
+        cands = []
         for groups, merge in self.endings(s):
             self.stats.transitions += 1
             used = 0
             for g in groups:
                 used |= g
-            c = self.solve(s & ~used) + self.stage_latency(groups, merge)
-            if c < best:
-                best, arg = c, (groups, merge)
-        self.memo[s] = (best, arg)
-        return best
+            sub = self.solve(s & ~used)
+            lb = self.lower_bound(groups, merge) if self.slack is not None else 0.0
+            cands.append((sub[0].cost + lb, groups, merge, sub))
+        cands.sort(key=lambda c: c[0])
+        top: list[_Entry] = []
+        for i, (bound, groups, merge, sub) in enumerate(cands):
+            if self.slack is not None and len(top) >= self.keep and bound >= top[-1].cost:
+                self.stats.pruned += len(cands) - i  # sorted by bound: every later one is pruned too
+                break
+            lat = self.stage_latency(groups, merge)
+            h = hash((groups, merge))
+            for rank, e in enumerate(sub):
+                c = e.cost + lat
+                if len(top) >= self.keep and c >= top[-1].cost:
+                    break
+                key = e.key ^ h
+                if any(t.key == key for t in top):
+                    continue
+                top.append(_Entry(c, key, groups, merge, rank))
+                top.sort(key=lambda t: t.cost)
+                del top[self.keep:]
+        self.memo[s] = top
+        return top
+
+    def solutions(self) -> list[tuple[float, list[tuple[tuple[int, ...], bool]]]]:
+        """Up to ``keep`` (cost, stages as (group masks, merge)) of the whole part, best first."""
+        full = (1 << self.dag.n) - 1
+        out = []
+        for rank, e in enumerate(self.solve(full)):
+            stages, s, r = [], full, rank
+            while s:
+                entry = self.memo[s][r]
+                stages.append((entry.groups, entry.merge))
+                for g in entry.groups:  # type: ignore[union-attr]
+                    s &= ~g
+                r = entry.prev
+            stages.reverse()
+            out.append((e.cost, stages))
+        return out
 
     def stages(self) -> tuple[float, list[Stage]]:
-        full = (1 << self.dag.n) - 1
-        total = self.solve(full)
-        out, s = [], full
-        while s:
-            groups, merge = self.memo[s][1]  # type: ignore[misc]
-            out.append(self.stage_of(groups, merge))
-            for g in groups:
-                s &= ~g
-        out.reverse()
-        return total, out
+        cost, stages = self.solutions()[0]
+        return cost, [self.stage_of(g, m) for g, m in stages]
 
 
 def parts_of(block: Block, part_size: int) -> list[list[Node]]:
@@ -251,55 +317,158 @@ def parts_of(block: Block, part_size: int) -> list[list[Node]]:
     return [block.nodes[i:i + part_size] for i in range(0, len(block.nodes), part_size)]
 
 
+#: a part's schedule by unit index: stages of (groups of unit indices, merge, barrier)
+IndexStages = list[tuple[list[list[int]], bool, bool]]
+
+
+@dataclass
+class PartChoice:
+    """What the search decided for one part: the chosen stages, where they came from
+    ("dp", "dp#2"..., "greedy", "sequential", with "+barriers" when stages end in
+    barriers), the DP's predicted cost and, after in-situ selection, every candidate's
+    measured time."""
+
+    stages: IndexStages
+    source: str
+    predicted_ms: float
+    measured_ms: float | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _to_index(nodes: list[Node], stages: list[Stage]) -> IndexStages:
+    pos = {n.name: i for i, n in enumerate(nodes)}
+    return [([[pos[x] for x in g] for g in st.groups], st.merge, st.barrier) for st in stages]
+
+
+def _to_stages(nodes: list[Node], stages: IndexStages) -> list[Stage]:
+    return [Stage([[nodes[i].name for i in g] for g in groups], merge=merge, barrier=barrier)
+            for groups, merge, barrier in stages]
+
+
+def _candidates(search: _PartSearch, nodes: list[Node], solutions, greedy_streams: int) -> dict[str, IndexStages]:
+    """The part's candidates for in-situ timing: the DP's k best, Greedy's and
+    Sequential's stages, each without barriers and with the original's barrier rule."""
+    plain: dict[str, IndexStages] = {}
+    for rank, (_, stages) in enumerate(solutions):
+        st = [search.stage_of(g, m) for g, m in stages]
+        plain["dp" if rank == 0 else f"dp#{rank + 1}"] = _to_index(nodes, st)
+    plain["greedy"] = _to_index(nodes, greedy_stages(nodes, greedy_streams))
+    plain["sequential"] = _to_index(nodes, sequential_stages(nodes))
+    out: dict[str, IndexStages] = {}
+    seen: set[str] = set()
+    for name, stages in plain.items():
+        flags = rule_barriers([len(g) for g, _, _ in stages])
+        flags[-1] = False  # the part's end is joined by what follows
+        for label, fl in ((name, [False] * len(stages)), (name + "+barriers", flags)):
+            cand = [(g, m, b) for (g, m, _), b in zip(stages, fl)]
+            key = repr(cand)
+            if key not in seen:
+                seen.add(key)
+                out[label] = cand
+    return out
+
+
 def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 3, s: int = 8,
              part_size: int = 50, ending: str = "corrected", progress: bool = False,
-             batch: int = 1, device: str = "", precision: str = "fp32") -> Schedule:
-    """Find the schedule of least total stage latency under ``cost`` (IOS's DP)."""
+             batch: int = 1, device: str = "", precision: str = "fp32", *, keep: int = 1, prune: bool = True,
+             share_parts: bool = True, measure_part: Callable[[list[Stage]], float] | None = None,
+             greedy_streams: int = 10) -> Schedule:
+    """IOS's DP, then (with ``measure_part``) the choice of what actually runs fastest.
+
+    Per part, the DP keeps the ``keep`` cheapest schedules under ``cost`` (pruning stages
+    whose lower bound cannot win when ``prune``). Without ``measure_part`` the cheapest
+    is the answer. With it, each part's candidates (the DP's k best, Greedy's and
+    Sequential's stages for the part, each with and without stage barriers) are timed
+    as they will run by ``measure_part(stages)`` and the fastest is kept, so the result is
+    never slower than Greedy or Sequential beyond timing noise. Structurally identical
+    parts (``share_parts``: NASNet's cells) are searched and selected once.
+    """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
     if ending not in ENDINGS:
         raise ValueError(f"unknown ending enumeration {ending!r}; choose one of: {', '.join(ENDINGS)}")
-    if r < 1 or s < 1 or part_size < 1:
-        raise ValueError(f"r, s and part_size must be >= 1 (got r={r}, s={s}, part_size={part_size})")
+    if r < 1 or s < 1 or part_size < 1 or keep < 1:
+        raise ValueError(f"r, s, part_size and keep must be >= 1 (got r={r}, s={s}, part_size={part_size}, "
+                         f"keep={keep})")
     merge, parallel = VARIANTS[variant]
     stats = SearchStats()
     t0 = time.perf_counter()
     all_parts = [(bi, p) for bi, b in enumerate(graph.blocks) for p in parts_of(b, part_size)]
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(all_parts), desc=f"{variant} {graph.name}", unit="part", leave=False, dynamic_ncols=True,
-                   disable=None)  # silent when stderr is not a terminal
-    last = [0.0]
+    bar = Progress(f"ios {variant} {graph.name}: search", sum(len(p) for _, p in all_parts), "units",
+                   enabled=progress)
 
     def tick() -> None:
-        if bar is not None and time.perf_counter() - last[0] > 0.5:
-            last[0] = time.perf_counter()
-            c = cost.stats()
-            bar.set_postfix(states=stats.states, measured=int(c.get("measurements", 0)),
-                            cache_hits=int(c.get("cache_hits", 0)), refresh=True)
+        c = cost.stats()
+        bar.set(states=stats.states, timed=int(c.get("measurements", 0)), cached=int(c.get("cache_hits", 0)),
+                pruned=stats.pruned)
 
-    blocks: list[list[Stage]] = [[] for _ in graph.blocks]
-    total = 0.0
+    choices: list[PartChoice] = []
+    solved: dict[str, PartChoice] = {}
+    pending: list[tuple[int, str, list[Node], dict[str, IndexStages]]] = []
     try:
         for bi, nodes in all_parts:
-            search = _PartSearch(graph, PartDAG(graph, nodes), cost, merge, parallel, r, s, ending, stats, tick)
-            lat, stages = search.stages()
-            total += lat
-            blocks[bi].extend(stages)
+            sig = signature(graph, [nodes]) if share_parts else ""
+            if sig and sig in solved:
+                stats.shared_parts += 1
+                choices.append(solved[sig])
+            else:
+                search = _PartSearch(graph, PartDAG(graph, nodes), cost, merge, parallel, r, s, ending, stats, tick,
+                                     keep=keep if measure_part else 1, slack=0.9 if prune else None)
+                sols = search.solutions()
+                best = [search.stage_of(g, m) for g, m in sols[0][1]]
+                choice = PartChoice(_to_index(nodes, best), "dp", sols[0][0])
+                choices.append(choice)
+                if sig:
+                    solved[sig] = choice
+                if measure_part is not None:
+                    pending.append((len(choices) - 1, sig, nodes, _candidates(search, nodes, sols, greedy_streams)))
             stats.parts += 1
-            if bar is not None:
-                bar.update(1)
-                tick()
+            bar.update(len(nodes))
+            tick()
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     stats.search_s = time.perf_counter() - t0
+    if measure_part is not None:
+        _select(graph, variant, choices, pending, measure_part, progress)
+    blocks: list[list[Stage]] = [[] for _ in graph.blocks]
+    for (bi, nodes), choice in zip(all_parts, choices):
+        blocks[bi].extend(_to_stages(nodes, choice.stages))
     stats.cost = dict(cost.stats())
+    extra = {"predicted_ms": sum(c.predicted_ms for c in choices)}
+    if measure_part is not None:
+        extra.update(_selection_stats(choices), select_s=round(time.perf_counter() - t0 - stats.search_s, 3))
     sched = Schedule(graph.name, graph.hash(), blocks, algorithm=variant, batch=batch, device=device,
                      precision=precision, options={"r": r, "s": s, "part_size": part_size, "ending": ending,
-                                                   "cost_model": cost.name},
-                     stats={**stats.as_dict(), "predicted_ms": total})
+                                                   "cost_model": getattr(cost, "name", "custom"), "keep": keep,
+                                                   "selected": measure_part is not None},
+                     stats={**stats.as_dict(), **extra})
     sched.check(graph)
     return sched
+
+
+def _select(graph: Graph, variant: str, choices: list[PartChoice], pending, measure_part, progress: bool) -> None:
+    """Time every candidate of every distinct part in situ; keep the fastest."""
+    total = sum(len(c) for _, _, _, c in pending)
+    with Progress(f"ios {variant} {graph.name}: time candidates", total, "candidates", enabled=progress) as bar:
+        for idx, _sig, nodes, cands in pending:
+            choice = choices[idx]  # shared parts hold the same object, so they follow
+            for label, stages in cands.items():
+                choice.timings[label] = measure_part(_to_stages(nodes, stages))
+                bar.update(1)
+            label = min(choice.timings, key=lambda k: (choice.timings[k], k != "dp"))
+            choice.stages, choice.source = cands[label], label
+            choice.measured_ms = choice.timings[label]
+
+
+def _selection_stats(choices: list[PartChoice]) -> dict[str, float]:
+    """Sums over parts: what was chosen, and what the DP's own answer, Greedy and
+    Sequential measured in situ (the per-model comparison the choice rests on)."""
+    out: dict[str, float] = {"insitu_ms": sum(c.measured_ms or 0.0 for c in choices)}
+    for name in ("dp", "greedy", "sequential"):
+        out[f"insitu_{name}_ms"] = sum(min(v for k, v in c.timings.items() if k.split("+")[0] == name)
+                                       for c in choices if c.timings)
+    won = [c.source.split("+")[0].split("#")[0] for c in choices]
+    for name in ("dp", "greedy", "sequential"):
+        out[f"parts_won_{name}"] = float(won.count(name))
+    out["parts_with_barriers"] = float(sum("+barriers" in c.source for c in choices))
+    return out

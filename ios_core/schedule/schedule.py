@@ -28,26 +28,33 @@ class ScheduleError(GraphError):
 class Stage:
     groups: list[list[str]]
     merge: bool = False
+    barrier: bool = False  # the event-edge runtime joins all streams after this stage
+
 
     @property
     def names(self) -> list[str]:
         return [n for g in self.groups for n in g]
 
     def to_json(self) -> dict[str, Any]:
-        return {"merge": self.groups[0]} if self.merge else {"groups": self.groups}
+        d: dict[str, Any] = {"merge": self.groups[0]} if self.merge else {"groups": self.groups}
+        if self.barrier:
+            d["barrier"] = True
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Stage:
+        barrier = bool(d.get("barrier", False))
         if "merge" in d:
-            return cls([list(map(str, d["merge"]))], merge=True)
-        return cls([list(map(str, g)) for g in d["groups"]])
+            return cls([list(map(str, d["merge"]))], merge=True, barrier=barrier)
+        return cls([list(map(str, g)) for g in d["groups"]], barrier=barrier)
 
     def __str__(self) -> str:
+        end = " ||" if self.barrier else ""
         if self.merge:
-            return "Merge(" + ", ".join(self.groups[0]) + ")"
+            return "Merge(" + ", ".join(self.groups[0]) + ")" + end
         if len(self.groups) == 1:
-            return "Seq(" + ", ".join(self.groups[0]) + ")"
-        return "Parallel(" + " | ".join(", ".join(g) for g in self.groups) + ")"
+            return "Seq(" + ", ".join(self.groups[0]) + ")" + end
+        return "Parallel(" + " | ".join(", ".join(g) for g in self.groups) + ")" + end
 
 
 @dataclass
@@ -157,34 +164,47 @@ class Schedule:
 
 def sequential(graph: Graph) -> Schedule:
     """One stage per unit in construction order (the original's sequential schedule)."""
-    blocks = [[Stage([[n.name]]) for n in b.nodes] for b in graph.blocks]
+    blocks = [sequential_stages(b.nodes) for b in graph.blocks]
     return Schedule(graph.name, graph.hash(), blocks, algorithm="sequential")
+
+
+def sequential_stages(nodes: list) -> list[Stage]:
+    return [Stage([[n.name]]) for n in nodes]
 
 
 def greedy(graph: Graph, max_streams: int = 10) -> Schedule:
     """Wavefront levelling: each stage runs every ready unit (one per group), at most
     ``max_streams`` of them; the rest wait for the next stage. In-degrees count value
     references, as the original did."""
-    blocks = []
-    for block in graph.blocks:
-        names = [n.name for n in block.nodes]
-        inside = set(names)
-        indeg = {n.name: sum(1 for t in n.inputs for v in t if v.node in inside) for n in block.nodes}
-        users: dict[str, list[str]] = {x: [] for x in names}
-        for n in block.nodes:
-            for t in n.inputs:
-                for v in t:
-                    if v.node in inside:
-                        users[v.node].append(n.name)
-        ready = [x for x in names if indeg[x] == 0]
-        stages = []
-        while ready:
-            now, ready = ready[:max_streams], ready[max_streams:]
-            stages.append(Stage([[x] for x in now]))
-            for x in now:
-                for u in users[x]:
-                    indeg[u] -= 1
-                    if indeg[u] == 0:
-                        ready.append(u)
-        blocks.append(stages)
+    blocks = [greedy_stages(b.nodes, max_streams) for b in graph.blocks]
     return Schedule(graph.name, graph.hash(), blocks, algorithm="greedy", options={"max_streams": max_streams})
+
+
+def greedy_stages(nodes: list, max_streams: int = 10) -> list[Stage]:
+    """Greedy's stages for a run of units (a block or a part of one); producers outside
+    ``nodes`` count as done."""
+    names = [n.name for n in nodes]
+    inside = set(names)
+    indeg = {n.name: sum(1 for t in n.inputs for v in t if v.node in inside) for n in nodes}
+    users: dict[str, list[str]] = {x: [] for x in names}
+    for n in nodes:
+        for t in n.inputs:
+            for v in t:
+                if v.node in inside:
+                    users[v.node].append(n.name)
+    ready = [x for x in names if indeg[x] == 0]
+    stages = []
+    while ready:
+        now, ready = ready[:max_streams], ready[max_streams:]
+        stages.append(Stage([[x] for x in now]))
+        for x in now:
+            for u in users[x]:
+                indeg[u] -= 1
+                if indeg[u] == 0:
+                    ready.append(u)
+    return stages
+
+
+def rule_barriers(widths: list[int]) -> list[bool]:
+    """The original's rule: a barrier after stage i unless it and the next are single-group."""
+    return [i + 1 < len(widths) and (widths[i] > 1 or widths[i + 1] > 1) for i in range(len(widths))]

@@ -1,0 +1,70 @@
+"""Progress of long work (schedule search, candidate timing) on the user's screen.
+
+On a terminal a tqdm bar; otherwise (output piped to a file or a CI log, or the harness's
+isolated child whose stderr is not a TTY) one status line every ``interval`` seconds, so
+a 5-minute search never looks like a hang. Either way the line says the phase, the
+counts, the time so far and an estimate of the time left.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+
+class Progress:
+    def __init__(self, desc: str, total: float, unit: str = "", enabled: bool = True, interval: float = 5.0,
+                 stream: TextIO | None = None):
+        self.desc, self.total, self.unit = desc, float(total), unit
+        self.enabled, self.interval = enabled, interval
+        self.stream = stream or sys.stderr
+        self.done = 0.0
+        self.counters: dict[str, Any] = {}
+        self.t0 = self.last = time.perf_counter()
+        self.bar = None
+        if enabled and self.stream.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, file=self.stream)
+
+    def update(self, n: float = 1.0, **counters: Any) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        self.set(**counters)
+
+    def set(self, force: bool = False, **counters: Any) -> None:
+        """Record counters (states, stages timed...) and show them if it is time to."""
+        self.counters.update(counters)
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if self.bar is not None:
+            if now - self.last > 0.5 or force:
+                self.last = now
+                self.bar.set_postfix(self.counters, refresh=True)
+            return
+        if now - self.last >= self.interval or force:
+            self.last = now
+            print(self.line(), file=self.stream, flush=True)
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self.t0
+        frac = self.done / self.total if self.total else 0.0
+        left = f", ~{elapsed * (1 - frac) / frac:.0f} s left" if 0.02 < frac < 1 else ""
+        extra = "".join(f", {v} {k}" for k, v in self.counters.items())
+        return (f"[{self.desc}] {self.done:.0f}/{self.total:.0f} {self.unit} ({100 * frac:.0f}%){extra}, "
+                f"{elapsed:.0f} s elapsed{left}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled and time.perf_counter() - self.t0 >= self.interval:
+            print(self.line(), file=self.stream, flush=True)  # the final count, for long phases only
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
