@@ -20,28 +20,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# cost model per model: RandWire has ~650k distinct candidate stages and NASNet ~75k,
-# too many to time in one bench call; they are planned with the calibrated model
-# (every unit measured, stages composed). Override with --cost.
-COST = {"inception_v3": "measured", "squeezenet": "measured", "nasnet": "calibrated", "randwire": "calibrated"}
-# IOS-Both searches first, so its search cost is measured with a cold cost cache.
-IOS_RUNS = [("Sequential", {"schedule": "sequential"}), ("Greedy", {"schedule": "greedy"}),
-            ("IOS-Both", {"schedule": "ios-both", "profile": True}), ("IOS-Merge", {"schedule": "ios-merge"}),
-            ("IOS-Parallel", {"schedule": "ios-parallel"})]
+# IOS-Both searches first, so its search cost is measured with a cold cost cache; research=true
+# so that a schedule saved by an earlier bench run is not reused.
+IOS_RUNS = [("IOS-Both", {"schedule": "ios-both", "research": True}), ("Sequential", {"schedule": "sequential"}),
+            ("Greedy", {"schedule": "greedy"}), ("IOS-Merge", {"schedule": "ios-merge", "research": True}),
+            ("IOS-Parallel", {"schedule": "ios-parallel", "research": True})]
 TORCH_RUNS = [("PyTorch", {"mode": "eager"}), ("PyTorch-CUDAGraph", {"mode": "cudagraph"}),
               ("TorchCompile-RO", {"mode": "compile", "compile_mode": "reduce-overhead"})]
 SECTION = "<!-- ios-bench -->"
 
 
-def one(model: str, backend: dict, precision: str, device: str, runner: dict, results: str) -> dict:
+def one(model: str, backend: dict, precision: str, device: str, runner: dict, results: str, batch: int = 1) -> dict:
     from harness.runner import run
 
-    cfg = {"model": {"name": model}, "backend": backend, "batch": 1, "precision": precision,
+    cfg = {"model": {"name": model}, "backend": backend, "batch": batch, "precision": precision,
            "device": {"type": device}, "runner": runner,
            "tracking": {"enabled": False, "results_dir": results}}
     rec = run(cfg)
     m = rec.get("metrics", {})
-    return {"model": model, "precision": precision, "backend": backend["name"], "status": rec["status"],
+    return {"model": model, "precision": precision, "batch": batch, "backend": backend["name"], "status": rec["status"],
             "summary": rec.get("summary", ""), "error": rec.get("error"), "metrics": m,
             "params": rec.get("params", {})}
 
@@ -51,31 +48,25 @@ def bench(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     runner = {"isolate": False, "min_time_s": args.min_time, "max_time_s": 10.0, "warmup_time_s": 0.5}
     log = out / "ios_runs.jsonl"
-    for precision in args.precisions.split(","):
-        for model in args.models.split(","):
-            cost = args.cost or COST.get(model, "measured")
-            both_path = None
-            for label, extra in IOS_RUNS:
-                if label not in args.only.split(",") and args.only != "all":
-                    continue
-                be = {"name": "ios", "cost_model": cost, "progress": False, "store": args.results, **extra}
-                r = one(model, be, precision, args.device, runner, args.results)
-                r["label"] = label
-                if label == "IOS-Both":
-                    both_path = r["params"].get("schedule_path")
-                _write(log, r)
-            if both_path and ("IOS-Both-faithful" in args.only or args.only == "all"):
-                be = {"name": "ios", "schedule_file": both_path, "runtime": "ios-faithful", "cost_model": cost,
-                      "store": args.results, "progress": False}
-                r = one(model, be, precision, args.device, runner, args.results)
-                r["label"] = "IOS-Both (ios-faithful runtime)"
-                _write(log, r)
-            for label, extra in TORCH_RUNS:
-                if label not in args.only.split(",") and args.only != "all":
-                    continue
-                r = one(model, {"name": "pytorch", **extra}, precision, args.device, runner, args.results)
-                r["label"] = label
-                _write(log, r)
+    wanted = set(args.only.split(","))
+    for batch in [int(b) for b in args.batches.split(",")]:
+        for precision in args.precisions.split(","):
+            for model in args.models.split(","):
+                for label, extra in IOS_RUNS:
+                    if label not in wanted and args.only != "all":
+                        continue
+                    be = {"name": "ios", "progress": True, "store": args.results, **extra}
+                    if args.cost:
+                        be["cost_model"] = args.cost
+                    r = one(model, be, precision, args.device, runner, args.results, batch)
+                    r["label"] = label
+                    _write(log, r)
+                for label, extra in TORCH_RUNS:
+                    if label not in wanted and args.only != "all":
+                        continue
+                    r = one(model, {"name": "pytorch", **extra}, precision, args.device, runner, args.results, batch)
+                    r["label"] = label
+                    _write(log, r)
 
 
 def _write(log: Path, r: dict) -> None:
@@ -88,27 +79,32 @@ def _write(log: Path, r: dict) -> None:
 def table(out: Path) -> str:
     rows = [json.loads(x) for p in sorted(out.glob("**/ios_runs.jsonl")) for x in p.read_text().splitlines() if x]
     lines = []
-    for precision in sorted({r["precision"] for r in rows}):
-        for model in dict.fromkeys(r["model"] for r in rows if r["precision"] == precision):
-            rs = [r for r in rows if r["model"] == model and r["precision"] == precision]
-            get = {r["label"]: r for r in rs}
-            seq = get.get("Sequential", {}).get("metrics", {}).get("latency_median_ms")
-            lines += [f"\n**{model}, batch 1, {precision}**\n",
-                      "| schedule / backend | median ms | vs Sequential graph | search s | measured stages | "
-                      "cache hit rate | latency / critical path |", "|---|---|---|---|---|---|---|"]
-            for r in rs:
-                m = r["metrics"]
-                lat = m.get("latency_median_ms")
-                if r["status"] != "FINISHED" or lat is None:
-                    lines.append(f"| {r['label']} | failed: {(r.get('error') or '')[:80]} | | | | | |")
-                    continue
-                cp = m.get("critical_path_ms")
-                lines.append(
-                    f"| {r['label']} | {lat:.3f} | {seq / lat:.2f}x | "
-                    + (f"{m['search_cost_s']:.1f}" if "search_cost_s" in m else "") + " | "
-                    + (f"{int(m['search_measurements'])}" if "search_measurements" in m else "") + " | "
-                    + (f"{m['search_cache_hit_rate']:.2f}" if "search_cache_hit_rate" in m else "") + " | "
-                    + (f"{lat / cp:.2f} (cp {cp:.3f} ms)" if cp else "") + " |")
+    cells = dict.fromkeys((r.get("batch", 1), r["precision"], r["model"]) for r in rows)
+    for batch, precision, model in sorted(cells, key=lambda c: (c[0], c[1])):
+        rs = [r for r in rows if r["model"] == model and r["precision"] == precision and r.get("batch", 1) == batch]
+        get = {r["label"]: r.get("metrics", {}).get("latency_median_ms") for r in rs if r["status"] == "FINISHED"}
+        greedy, seq = get.get("Greedy"), get.get("Sequential")
+        lines += [f"\n**{model}, batch {batch}, {precision}**\n",
+                  "| schedule / backend | median ms | vs Greedy | vs Sequential | search s | stages timed | "
+                  "predicted (stage sum) | predicted (in situ) | latency / critical path |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in rs:
+            m = r["metrics"]
+            lat = m.get("latency_median_ms")
+            if r["status"] != "FINISHED" or lat is None:
+                lines.append(f"| {r['label']} | failed: {(r.get('error') or '')[:80]} | | | | | | | |")
+                continue
+            cp = m.get("critical_path_ms")
+
+            def f(key: str, fmt: str = "{:.3f}", m: dict = m) -> str:
+                return fmt.format(m[key]) if key in m else ""
+            pred = f"{m['predicted_ms']:.3f} ({m['prediction_error_pct']:+.0f}%)" if "predicted_ms" in m else ""
+            ins = (f"{m['predicted_insitu_ms']:.3f} ({m['predicted_insitu_error_pct']:+.0f}%)"
+                   if "predicted_insitu_ms" in m else "")
+            lines.append(f"| {r['label']} | {lat:.3f} | " + (f"{greedy / lat:.2f}x" if greedy else "") + " | "
+                         + (f"{seq / lat:.2f}x" if seq else "") + " | " + f("search_cost_s", "{:.1f}") + " | "
+                         + f("search_measurements", "{:.0f}") + f" | {pred} | {ins} | "
+                         + (f"{lat / cp:.2f} (cp {cp:.3f} ms)" if cp else "") + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -118,7 +114,8 @@ def main() -> None:
     ap.add_argument("--precisions", default="tf32,fp16,fp32")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--only", default="all", help="comma list of row labels to run (default all)")
-    ap.add_argument("--cost", default="", help="cost model for every model (default: per model, see COST)")
+    ap.add_argument("--batches", default="1")
+    ap.add_argument("--cost", default="", help="cost model for every model (default: the backend's, auto)")
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
     ap.add_argument("--results", default=str(ROOT / "results"))

@@ -152,6 +152,12 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
         g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch)
         metrics.update({f"gpu_{k}": v for k, v in g.items() if k.startswith("latency_")})
     metrics.update(sampler.summary())
+    for k in [k for k in metrics if k.startswith("predicted") and k.endswith("_ms")]:
+        # how far the backend's own prediction (IOS: the DP's objective, the in-situ sum) was off
+        lat = metrics["latency_median_ms"]
+        metrics[k[:-3] + "_error_pct"] = 100.0 * (metrics[k] - lat) / lat
+    if "predicted_error_pct" in metrics:
+        metrics["prediction_error_pct"] = metrics.pop("predicted_error_pct")
     env = environment.capture(device, nvml, cfg["device"]["index"])
     env.update({f"lib_{k}": v for k, v in backend_cls.versions().items()})
     if prep.device_name:

@@ -36,6 +36,7 @@ def test_every_schedule_runs_and_matches_the_reference(bench_cfg, tmp_path, sche
 
 def test_measured_search_with_profile_and_cache(bench_cfg, tmp_path):
     cfg = ios(bench_cfg, tmp_path, **{"backend.schedule": "ios-both", "backend.profile": True,
+                                      "backend.cost_model": "measured",
                                       "backend.number": 1, "backend.repeat": 1, "backend.warmup": 0})
     first = run(cfg, quiet=True)
     assert first["status"] == "FINISHED", first.get("error")
@@ -44,8 +45,15 @@ def test_measured_search_with_profile_and_cache(bench_cfg, tmp_path):
     prof = json.loads(first["artifacts"]["stage_latencies.json"])
     assert len(prof["stage_ms"]) == int(m["num_stages"]) and prof["spans"]
     assert first["artifacts"]["timeline.svg"].lstrip().startswith("<?xml")
-    second = run(cfg, quiet=True)
-    assert second["metrics"]["search_measurements"] == 0 and second["metrics"]["search_cache_hit_rate"] == 1.0
+    assert m["search_reused"] == 0 and m["predicted_insitu_ms"] > 0 and "prediction_error_pct" in m
+    selection = json.loads(first["artifacts"]["selection.json"])["parts"]
+    assert {"dp", "greedy", "sequential"} <= set(selection[0]["timings_ms"])
+    second = run(cfg, quiet=True)  # the saved schedule is reused: no search at all
+    assert second["metrics"]["search_reused"] == 1 and "search_states" not in second["metrics"]
+    assert second["artifacts"]["schedule.json"] == first["artifacts"]["schedule.json"]
+    cfg["backend"]["research"] = True  # searched again: every stage comes from the cost cache
+    third = run(cfg, quiet=True)
+    assert third["metrics"]["search_measurements"] == 0 and third["metrics"]["search_cache_hit_rate"] == 1.0
 
 
 def test_schedule_file_for_another_graph_fails_clearly(bench_cfg, tmp_path):

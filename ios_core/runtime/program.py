@@ -34,7 +34,8 @@ MODES = ("edges", "stages", "faithful", "threads")
 
 class StreamProgram:
     def __init__(self, stages: list[list[list[Node]]], ops, mode: str = "edges",
-                 barriers: list[bool] | None = None, priority: dict[str, float] | None = None):
+                 barriers: list[bool] | None = None, priority: dict[str, float] | None = None,
+                 follow_chains: bool = True):
         if mode not in MODES:
             raise ValueError(f"unknown runtime mode {mode!r}; choose one of: {', '.join(MODES)}")
         self.stages, self.ops, self.mode = stages, ops, mode
@@ -47,8 +48,10 @@ class StreamProgram:
             if len(self.barriers) != len(stages):
                 raise ValueError(f"{len(self.barriers)} barrier flags for {len(stages)} stages")
         self.pool = ThreadPoolExecutor(self.width) if mode == "threads" and self.width > 1 else None
-        self.side = side_streams(self.width - 1) if mode in ("edges", "stages", "faithful") and self.width > 1 else []
+        self.streams_needed = self.width - 1 if mode in ("edges", "stages", "faithful") else 0
+        self._side: list | None = None
         self.priority = priority or {}
+        self.follow_chains = follow_chains
         if mode in ("edges", "stages"):
             self._plan()
 
@@ -63,7 +66,7 @@ class StreamProgram:
             placed: list[tuple[int, list[Node]]] = []
             for g in order:
                 want = [stream_of[v.node] for t in g[0].inputs for v in t if v.node in stream_of]
-                j = next((w for w in want if w in free), min(free))
+                j = next((w for w in want if w in free and self.follow_chains), min(free))
                 free.discard(j)
                 placed.append((j, g))
                 for n in g:
@@ -94,9 +97,7 @@ class StreamProgram:
                     recorded.update(ws)
             if self.barriers[i]:
                 last_barrier = i
-        self.events = {name: torch.cuda.Event() for name in recorded}
-        self.fork_event = torch.cuda.Event() if self.side else None
-        self.join_events = [torch.cuda.Event() for _ in self.side]
+        self.recorded = recorded
         code: list[tuple[str, int, object]] = []
         forked: set[int] = set()
         for i, pl in enumerate(placed):
@@ -110,16 +111,27 @@ class StreamProgram:
                     code.append(("call", j, n))
                     if n.name in recorded:
                         code.append(("record", j, n.name))
-            if self.barriers[i] and i + 1 < len(placed) and forked:
-                code.append(("join", 0, sorted(forked)))
-                forked = set()
-                code.append(("refork", 0, None))
+            if self.barriers[i] and i + 1 < len(placed) and self.width > 1:
+                if forked:
+                    code.append(("join", 0, sorted(forked)))
+                    forked = set()
+                code.append(("refork", 0, None))  # after the main stream's own work, even with nothing to join
         if forked:
             code.append(("join", 0, sorted(forked)))
         self.code = code
         self.stream_index = stream_of
 
     # -- running ------------------------------------------------------------------------
+    @property
+    def side(self) -> list:
+        """The side streams (made on first use, so a plan can be built and checked without a GPU)."""
+        if self._side is None:
+            self._side = side_streams(self.streams_needed) if self.streams_needed else []
+            self.events = {name: torch.cuda.Event() for name in getattr(self, "recorded", ())}
+            self.fork_event = torch.cuda.Event() if self._side else None
+            self.join_events = [torch.cuda.Event() for _ in self._side]
+        return self._side
+
     def run(self, env: dict) -> dict:
         if self.mode == "threads":
             return self._run_threads(env)
@@ -157,9 +169,10 @@ class StreamProgram:
 
     def _run_streams(self, env: dict) -> dict:
         main = torch.cuda.current_stream()
-        streams = [main, *self.side]
-        if self.side:
-            check_distinct(self.side, main)
+        side = self.side
+        streams = [main, *side]
+        if side:
+            check_distinct(side, main)
             self.fork_event.record(main)
         call, events = self.ops.call, self.events
         for op, j, x in self.code:

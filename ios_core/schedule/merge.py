@@ -96,18 +96,7 @@ def apply_merges(graph: Graph, schedule: Schedule) -> tuple[Graph, Schedule]:
     blocks: list[Block] = []
     new_stages: list[list[Stage]] = []
     for block, stages in zip(graph.blocks, schedule.blocks):
-        merged: dict[str, Conv] = {}  # first conv name -> merged node
-        dropped: set[str] = set()
-        for st in stages:
-            if st.merge and len(st.groups[0]) > 1:
-                convs = [graph.node(n) for n in st.groups[0]]
-                node = merge_convs(convs)  # type: ignore[arg-type]
-                merged[convs[0].name] = node
-                off = 0
-                for c in convs:
-                    remap[c.name] = (node.name, off)
-                    off += c.out_channels
-                dropped.update(c.name for c in convs[1:])
+        merged, dropped = _merge_plan(graph, stages, remap)
         nodes: list[Node] = []
         for n in block.nodes:
             if n.name in dropped:
@@ -123,6 +112,39 @@ def apply_merges(graph: Graph, schedule: Schedule) -> tuple[Graph, Schedule]:
     sched = Schedule(schedule.graph_name, g2.hash(), new_stages, schedule.algorithm, schedule.batch, schedule.device,
                      schedule.precision, dict(schedule.options), dict(schedule.stats))
     return g2, sched
+
+
+def _merge_plan(graph: Graph, stages: list[Stage], remap: dict[str, tuple[str, int]]
+                ) -> tuple[dict[str, Conv], set[str]]:
+    """The merged conv of every merge stage (keyed by its first conv), the convs it
+    replaces, and (into ``remap``) where each replaced conv's channels now live."""
+    merged: dict[str, Conv] = {}
+    dropped: set[str] = set()
+    for st in stages:
+        if st.merge and len(st.groups[0]) > 1:
+            convs = [graph.node(n) for n in st.groups[0]]
+            node = merge_convs(convs)  # type: ignore[arg-type]
+            merged[convs[0].name] = node
+            off = 0
+            for c in convs:
+                remap[c.name] = (node.name, off)
+                off += c.out_channels
+            dropped.update(c.name for c in convs[1:])
+    return merged, dropped
+
+
+def rewrite_stages(graph: Graph, stages: list[Stage]) -> list[list[list[Node]]]:
+    """The nodes each group of ``stages`` (a run of stages, e.g. one part of a schedule)
+    executes after the merge rewrite: merged convs with their weights, consumers reading
+    channel slices of them. For timing a part as it will run."""
+    remap: dict[str, tuple[str, int]] = {}
+    merged, _ = _merge_plan(graph, stages, remap)
+
+    def node(name: str) -> Node:
+        new = merged.get(name) or _copy(graph.node(name))
+        new.inputs = _coalesce([[_moved(v, remap) for v in t] for t in new.inputs])
+        return new
+    return [[[node(st.groups[0][0])]] if st.merge else [[node(n) for n in g] for g in st.groups] for st in stages]
 
 
 def _moved(v: Value, remap: dict[str, tuple[str, int]]) -> Value:

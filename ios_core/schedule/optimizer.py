@@ -51,12 +51,13 @@ class SearchStats:
     parts: int = 0
     pruned: int = 0
     shared_parts: int = 0
+    parts_screened: int = 0
     cost: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float]:
         return {"states": self.states, "transitions": self.transitions, "stage_evaluations": self.stage_evaluations,
                 "search_s": round(self.search_s, 3), "parts": self.parts, "pruned": self.pruned,
-                "shared_parts": self.shared_parts, **self.cost}
+                "shared_parts": self.shared_parts, "parts_screened": self.parts_screened, **self.cost}
 
 
 def popcount(x: int) -> int:
@@ -355,16 +356,12 @@ def _candidates(search: _PartSearch, nodes: list[Node], solutions, greedy_stream
     plain["greedy"] = _to_index(nodes, greedy_stages(nodes, greedy_streams))
     plain["sequential"] = _to_index(nodes, sequential_stages(nodes))
     out: dict[str, IndexStages] = {}
-    seen: set[str] = set()
     for name, stages in plain.items():
         flags = rule_barriers([len(g) for g, _, _ in stages])
         flags[-1] = False  # the part's end is joined by what follows
-        for label, fl in ((name, [False] * len(stages)), (name + "+barriers", flags)):
-            cand = [(g, m, b) for (g, m, _), b in zip(stages, fl)]
-            key = repr(cand)
-            if key not in seen:
-                seen.add(key)
-                out[label] = cand
+        out[name] = [(g, m, False) for g, m, _ in stages]
+        if any(flags):
+            out[name + "+barriers"] = [(g, m, b) for (g, m, _), b in zip(stages, flags)]
     return out
 
 
@@ -372,7 +369,7 @@ def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 
              part_size: int = 50, ending: str = "corrected", progress: bool = False,
              batch: int = 1, device: str = "", precision: str = "fp32", *, keep: int = 1, prune: bool = True,
              share_parts: bool = True, measure_part: Callable[[list[Stage]], float] | None = None,
-             greedy_streams: int = 10) -> Schedule:
+             greedy_streams: int = 10, screen: CostModel | None = None, screen_limit: int = 1500) -> Schedule:
     """IOS's DP, then (with ``measure_part``) the choice of what actually runs fastest.
 
     Per part, the DP keeps the ``keep`` cheapest schedules under ``cost`` (pruning stages
@@ -406,15 +403,27 @@ def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 
     solved: dict[str, PartChoice] = {}
     pending: list[tuple[int, str, list[Node], dict[str, IndexStages]]] = []
     try:
-        for bi, nodes in all_parts:
+        for _, nodes in all_parts:
             sig = signature(graph, [nodes]) if share_parts else ""
             if sig and sig in solved:
                 stats.shared_parts += 1
                 choices.append(solved[sig])
             else:
-                search = _PartSearch(graph, PartDAG(graph, nodes), cost, merge, parallel, r, s, ending, stats, tick,
-                                     keep=keep if measure_part else 1, slack=0.9 if prune else None)
-                sols = search.solutions()
+                dag = PartDAG(graph, nodes)
+                opts = dict(keep=keep if measure_part else 1, slack=0.9 if prune else None)
+                search = None
+                if screen is not None:
+                    probe_stats = SearchStats()
+                    probe = _PartSearch(graph, dag, screen, merge, parallel, r, s, ending, probe_stats, tick, **opts)
+                    sols = probe.solutions()
+                    if probe_stats.stage_evaluations > screen_limit:
+                        search = probe
+                        stats.parts_screened += 1
+                        for k in ("states", "transitions", "stage_evaluations", "pruned"):
+                            setattr(stats, k, getattr(stats, k) + getattr(probe_stats, k))
+                if search is None:
+                    search = _PartSearch(graph, dag, cost, merge, parallel, r, s, ending, stats, tick, **opts)
+                    sols = search.solutions()
                 best = [search.stage_of(g, m) for g, m in sols[0][1]]
                 choice = PartChoice(_to_index(nodes, best), "dp", sols[0][0])
                 choices.append(choice)
@@ -437,6 +446,9 @@ def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 
     extra = {"predicted_ms": sum(c.predicted_ms for c in choices)}
     if measure_part is not None:
         extra.update(_selection_stats(choices), select_s=round(time.perf_counter() - t0 - stats.search_s, 3))
+        extra["selection"] = {"parts": [{"block": bi, "first": nodes[0].name, "units": len(nodes), "chosen": c.source,
+                                         "predicted_ms": c.predicted_ms, "timings_ms": c.timings}
+                                        for (bi, nodes), c in zip(all_parts, choices)]}
     sched = Schedule(graph.name, graph.hash(), blocks, algorithm=variant, batch=batch, device=device,
                      precision=precision, options={"r": r, "s": s, "part_size": part_size, "ending": ending,
                                                    "cost_model": getattr(cost, "name", "custom"), "keep": keep,
@@ -452,8 +464,12 @@ def _select(graph: Graph, variant: str, choices: list[PartChoice], pending, meas
     with Progress(f"ios {variant} {graph.name}: time candidates", total, "candidates", enabled=progress) as bar:
         for idx, _sig, nodes, cands in pending:
             choice = choices[idx]  # shared parts hold the same object, so they follow
+            timed: dict[str, float] = {}  # equal candidates (Greedy's stages found by the DP...) are timed once
             for label, stages in cands.items():
-                choice.timings[label] = measure_part(_to_stages(nodes, stages))
+                key = repr(stages)
+                if key not in timed:
+                    timed[key] = measure_part(_to_stages(nodes, stages))
+                choice.timings[label] = timed[key]
                 bar.update(1)
             label = min(choice.timings, key=lambda k: (choice.timings[k], k != "dp"))
             choice.stages, choice.source = cands[label], label

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from ios_core.cost import AnalyticCostModel, CalibratedCostModel, CostCache, Mea
 from ios_core.interpreters.reference import seeded_input
 from ios_core.ir import Graph
 from ios_core.runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
+from ios_core.runtime.insitu import PartTimer
 from ios_core.schedule import Schedule, ScheduleError, greedy, optimize, sequential
 
 from .config import IosConfig, check
@@ -43,69 +45,100 @@ class IosBackend(Backend):
         return store_dir(str(self.cfg["store"]))
 
     def cost_model(self, target: TorchTarget, batch: int, precision: str, device_name: str):
+        """(the DP's cost model, the screening model or None, the measured model to close or None).
+
+        ``auto``: on CUDA, each part is screened with the calibrated model and solved with
+        the measured one where that times at most ``screen_limit`` stages; on the CPU the
+        analytic model ranks (timing thousands of stages there takes minutes) and the
+        in-situ selection decides."""
         cfg = self.cfg
         kind = str(cfg["cost_model"])
-        analytic = AnalyticCostModel(batch, "gpu" if target.device.type == "cuda" else "cpu",
+        cuda = target.device.type == "cuda"
+        analytic = AnalyticCostModel(batch, "gpu" if cuda else "cpu",
                                      itemsize=2 if precision in ("fp16", "bf16") else 4)
-        if kind == "analytic":
-            return analytic, None
+        if kind == "analytic" or (kind == "auto" and not cuda):
+            return analytic, None, None
         mode, captured = RUNTIMES[str(cfg["runtime"])]
         timer = StageTimer(target, batch, mode, captured, int(cfg["warmup"]), int(cfg["number"]), int(cfg["repeat"]),
-                           bool(cfg["fuse"]))
+                           bool(cfg["fuse"]), bool(cfg["cold"]))
         import torch
 
-        context = (device_name, torch.__version__, torch.backends.cudnn.version(), batch, precision, cfg["runtime"],
-                   bool(cfg["channels_last"]), bool(cfg["fuse"]), int(cfg["number"]))
+        context = ("v2", device_name, torch.__version__, torch.backends.cudnn.version(), batch, precision,
+                   cfg["runtime"], bool(cfg["channels_last"]), bool(cfg["fuse"]), int(cfg["number"]),
+                   int(cfg["repeat"]), bool(cfg["cold"]))
         cache = CostCache(self.store / "cache" / f"stage_costs-{slug(device_name)}.json")
         measured = MeasuredCostModel(timer, cache, context)
+        calibrated = CalibratedCostModel(measured, analytic)
         if kind == "calibrated":
-            return CalibratedCostModel(measured, analytic), measured
-        return measured, measured
+            return calibrated, None, measured
+        if kind == "auto":
+            return measured, calibrated, measured
+        return measured, None, measured
 
     def schedule_path(self, graph: Graph, device_name: str, batch: int, precision: str) -> Path:
         c = self.cfg
         algo = str(c["schedule"])
-        extra = "" if algo in ("sequential", "greedy") else f"-r{c['r']}-s{c['s']}-{c['ending']}-{c['cost_model']}"
+        extra = "" if algo in ("sequential", "greedy") else \
+            f"-r{c['r']}-s{c['s']}-{c['ending']}-{c['cost_model']}" + (f"-k{c['keep']}-{c['runtime']}" if c["select"]
+                                                                        else "-dp")
         return (self.store / "schedules" / f"{graph.name}-{graph.hash()}" /
                 f"{slug(device_name)}-bs{batch}-{precision}-{algo}{extra}.json")
+
+    def search(self, graph: Graph, target: TorchTarget, batch: int, precision: str, device_name: str,
+               metrics: dict[str, float]) -> Schedule:
+        """The DP, then the in-situ choice among each part's candidates."""
+        cfg = self.cfg
+        algo = str(cfg["schedule"])
+        cost, screen, measured = self.cost_model(target, batch, precision, device_name)
+        measure_part = None
+        if cfg["select"]:
+            mode, captured = RUNTIMES[str(cfg["runtime"])]
+            measure_part = PartTimer(graph, target, batch, mode, captured, fuse=bool(cfg["fuse"]))
+        try:
+            sched = optimize(graph, cost, algo, int(cfg["r"]), int(cfg["s"]), int(cfg["part_size"]),
+                             str(cfg["ending"]), bool(cfg["progress"]), batch, device_name, precision,
+                             keep=int(cfg["keep"]), prune=bool(cfg["prune"]), measure_part=measure_part,
+                             greedy_streams=int(cfg["greedy_streams"]), screen=screen,
+                             screen_limit=int(cfg["screen_limit"]))
+        finally:
+            if measured is not None:
+                measured.close()
+        metrics.update({f"search_{k}": float(v) for k, v in sched.stats.items()
+                        if isinstance(v, (int, float)) and k not in ("predicted_ms", "insitu_ms")})
+        metrics["predicted_ms"] = float(sched.stats["predicted_ms"])
+        if "insitu_ms" in sched.stats:
+            metrics["predicted_insitu_ms"] = float(sched.stats["insitu_ms"])
+        return sched
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         cfg = self.cfg
         target = TorchTarget(device, precision, bool(cfg["channels_last"]))
         device_name = target.device_name()
         metrics: dict[str, float] = {}
-        cost, measured = None, None
         t = time.perf_counter()
+        path = self.schedule_path(graph, device_name, batch, precision)
         if cfg["schedule_file"]:
-            try:
-                sched = Schedule.load(cfg["schedule_file"])
-                sched.check(graph)
-            except ScheduleError as exc:
-                raise BackendError(f"backend.schedule_file: {exc}") from None
+            sched = self._load(str(cfg["schedule_file"]), graph, "backend.schedule_file")
         else:
             algo = str(cfg["schedule"])
             if algo == "sequential":
                 sched = sequential(graph)
             elif algo == "greedy":
                 sched = greedy(graph, int(cfg["greedy_streams"]))
+            elif path.is_file() and not cfg["research"]:
+                sched = self._load(str(path), graph, "saved schedule (set backend.research=true to search again)")
+                metrics["search_reused"] = 1.0
+                for k in ("predicted_ms", "insitu_ms"):
+                    if k in sched.stats:
+                        metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
             else:
-                cost, measured = self.cost_model(target, batch, precision, device_name)
-                try:
-                    sched = optimize(graph, cost, algo, int(cfg["r"]), int(cfg["s"]), int(cfg["part_size"]),
-                                     str(cfg["ending"]), bool(cfg["progress"]), batch, device_name, precision)
-                finally:
-                    if measured is not None:
-                        measured.close()
-                metrics.update({f"search_{k}": float(v) for k, v in sched.stats.items()
-                                if isinstance(v, (int, float)) and k != "predicted_ms"})
-                metrics["predicted_ms"] = float(sched.stats["predicted_ms"])
+                sched = self.search(graph, target, batch, precision, device_name, metrics)
+                metrics["search_reused"] = 0.0
             sched.batch, sched.device, sched.precision = batch, device_name, precision
         metrics["search_cost_s"] = time.perf_counter() - t
-        path = self.schedule_path(graph, device_name, batch, precision)
         sched.to_json(path)
         if cfg["bounds"]:  # under the configured cost model, so comparable with predicted_ms
-            if cost is None:
-                cost, measured = self.cost_model(target, batch, precision, device_name)
+            cost, _, measured = self.cost_model(target, batch, precision, device_name)
             metrics.update(bounds(graph, cost))
             if measured is not None:
                 measured.close()
@@ -114,6 +147,8 @@ class IosBackend(Backend):
         infer, load = model.prepare(batch)
         metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()))
         artifacts = {"schedule.json": sched.to_json()}
+        if "parts" in sched.stats.get("selection", {}):
+            artifacts["selection.json"] = json.dumps(sched.stats["selection"], indent=1)
         if cfg["profile"]:
             from ios_core.runtime.profile import profile, profile_json, timeline_svg
 
@@ -127,3 +162,12 @@ class IosBackend(Backend):
                         cuda_stream=target.stream, device_name=device_name, display_name=self.label(),
                         artifacts=artifacts, metrics=metrics,
                         params={"schedule_path": str(path), "runtime_mode": model.mode, "captured": model.captured})
+
+    @staticmethod
+    def _load(path: str, graph: Graph, what: str) -> Schedule:
+        try:
+            sched = Schedule.load(path)
+            sched.check(graph)
+        except ScheduleError as exc:
+            raise BackendError(f"{what}: {exc}") from None
+        return sched

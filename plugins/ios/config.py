@@ -8,7 +8,7 @@ from harness.config import BackendConfig, ConfigError
 from ios_core.runtime import RUNTIMES
 from ios_core.schedule import ALGORITHMS, ENDINGS
 
-COST_MODELS = ("measured", "calibrated", "analytic")
+COST_MODELS = ("auto", "measured", "calibrated", "analytic")
 
 
 @dataclass
@@ -19,7 +19,12 @@ class IosConfig(BackendConfig):
     s: int = 8  # max groups (streams) per stage
     part_size: int = 50
     ending: str = "corrected"  # or "original" (the paper's code, upstream issue #10)
-    cost_model: str = "measured"  # measured, calibrated, analytic
+    cost_model: str = "auto"  # auto, measured, calibrated, analytic
+    screen_limit: int = 1500  # auto: parts whose DP would time more stages than this are planned calibrated
+    keep: int = 3  # the DP's best schedules per part that are timed in situ
+    select: bool = True  # time each part's candidates as they run (with Greedy's and Sequential's) and keep the fastest
+    prune: bool = True  # skip timing stages whose lower bound cannot win
+    research: bool = False  # search again even when a schedule for this model, batch, precision and GPU is saved
     runtime: str = "graph"  # graph, graph-stages, eager, ios-faithful
     schedule_file: str = ""  # run a saved schedule instead of searching
     greedy_streams: int = 10
@@ -27,9 +32,10 @@ class IosConfig(BackendConfig):
     bounds: bool = True  # critical-path and sum-of-ops bounds as metrics
     channels_last: bool = False
     fuse: bool = True  # cuDNN conv+bias+ReLU on CUDA
-    warmup: int = 2  # stage timing for the measured cost model
-    number: int = 6
-    repeat: int = 6
+    warmup: int = 2  # stage timing for the measured cost model: warmup replays,
+    number: int = 5  # copies per captured graph (each after an L2 flush),
+    repeat: int = 3  # and replays; the median of number x repeat samples
+    cold: bool = True  # flush L2 before each timed copy, as weights arrive in a model larger than L2
     store: str = ""  # where schedules and the cost cache live; default <repo>/results
     progress: bool = True
 
@@ -39,7 +45,7 @@ def check(cfg) -> None:
     for key, allowed in choices.items():
         if str(cfg[key]) not in allowed:
             raise ConfigError(f"backend.{key}={cfg[key]!r} is invalid; choose one of: {', '.join(allowed)}")
-    for key in ("r", "s", "part_size", "greedy_streams", "number", "repeat"):
+    for key in ("r", "s", "part_size", "greedy_streams", "number", "repeat", "keep", "screen_limit"):
         if int(cfg[key]) < 1:
             raise ConfigError(f"backend.{key}={cfg[key]} must be >= 1")
     if int(cfg["s"]) > 16:
