@@ -61,7 +61,7 @@ class SearchStats:
 
 
 def popcount(x: int) -> int:
-    return bin(x).count("1")
+    return x.bit_count()
 
 
 def bits(x: int) -> Iterator[int]:
@@ -151,6 +151,7 @@ class _PartSearch:
         self.memo: dict[int, list[_Entry]] = {0: [_Entry(0.0, 0, None, False, -1)]}
         self.latency: dict[tuple, float] = {}
         self.unit: list[float | None] = [None] * dag.n
+        self.group_sum: dict[int, float] = {}
 
     # -- candidate endings -----------------------------------------------------------
     def endings(self, s: int) -> Iterator[tuple[tuple[int, ...], bool]]:
@@ -200,14 +201,17 @@ class _PartSearch:
             if roots:
                 cands.append(roots)
         corrected = self.ending == "corrected"
-
-        def rec(ci: int, groups: list[int]) -> Iterator[list[int]]:
-            if ci == len(cands):
+        n = len(cands)
+        # depth-first over "skip chain ci, or take one of its roots", iteratively (nested
+        # generators cost a frame switch per level per result); the order is the recursion's
+        stack: list[tuple[int, tuple[int, ...]]] = [(0, ())]
+        while stack:
+            ci, groups = stack.pop()
+            if ci == n:
                 if groups and len(groups) <= smax:
-                    yield groups
-                return
-            yield from rec(ci + 1, groups)
-            for g in cands[ci]:
+                    yield list(groups)
+                continue
+            for g in reversed(cands[ci]):
                 if corrected:
                     merged, rest = g, []
                     for h in groups:
@@ -215,14 +219,14 @@ class _PartSearch:
                             merged |= h
                         else:
                             rest.append(h)
-                    if popcount(merged) > r:
+                    if merged.bit_count() > r:
                         continue
-                    yield from rec(ci + 1, rest + [merged])
+                    stack.append((ci + 1, (*rest, merged)))
                 else:
                     if len(groups) >= smax or any(g & h for h in groups):
                         continue
-                    yield from rec(ci + 1, groups + [g])
-        yield from rec(0, [])
+                    stack.append((ci + 1, (*groups, g)))
+            stack.append((ci + 1, groups))
 
     # -- the recursion -------------------------------------------------------------------
     def stage_of(self, groups: tuple[int, ...], merge: bool) -> Stage:
@@ -248,12 +252,20 @@ class _PartSearch:
     def lower_bound(self, groups: tuple[int, ...], merge: bool) -> float:
         """No stage is faster than its slowest group run alone (a merged conv than its
         largest member), up to ``slack`` for measurement noise."""
-        if len(groups) == 1 and popcount(groups[0]) == 1:
-            return self.unit_latency(groups[0].bit_length() - 1)
-        unit = self.unit_latency
+        g0 = groups[0]
+        if len(groups) == 1 and not g0 & (g0 - 1):  # a single unit: its own latency, exactly
+            return self.unit_latency(g0.bit_length() - 1)
         if merge:
-            return max(unit(i) for i in bits(groups[0])) * self.slack  # type: ignore[operator]
-        return max(sum(unit(i) for i in bits(g)) for g in groups) * self.slack  # type: ignore[operator]
+            return max(self.unit_latency(i) for i in bits(g0)) * self.slack  # type: ignore[operator]
+        gsum = self.group_sum
+        best = 0.0
+        for g in groups:
+            t = gsum.get(g)
+            if t is None:
+                t = gsum[g] = sum(self.unit_latency(i) for i in bits(g))
+            if t > best:
+                best = t
+        return best * self.slack  # type: ignore[operator]
 
     def solve(self, s: int) -> list[_Entry]:
         hit = self.memo.get(s)
