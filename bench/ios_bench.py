@@ -22,7 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 # IOS-Both searches first, so its search cost is measured with a cold cost cache; research=true
 # so that a schedule saved by an earlier bench run is not reused.
-IOS_RUNS = [("IOS-Both", {"schedule": "ios-both", "research": True}), ("Sequential", {"schedule": "sequential"}),
+IOS_RUNS = [("IOS-Both", {"schedule": "ios-both", "research": True}),
+            ("IOS-Both-rerun", {"schedule": "ios-both", "research": False}),  # reuses the saved schedule
+            ("Sequential", {"schedule": "sequential"}),
             ("Greedy", {"schedule": "greedy"}), ("IOS-Merge", {"schedule": "ios-merge", "research": True}),
             ("IOS-Parallel", {"schedule": "ios-parallel", "research": True})]
 TORCH_RUNS = [("PyTorch", {"mode": "eager"}), ("PyTorch-CUDAGraph", {"mode": "cudagraph"}),
@@ -60,6 +62,12 @@ def bench(args) -> None:
                         be["cost_model"] = args.cost
                     r = one(model, be, precision, args.device, runner, args.results, batch)
                     r["label"] = label
+                    _write(log, r)
+                for k in range(args.cold_searches):  # each with an empty store: a cold cost cache
+                    be = {"name": "ios", "progress": True, "store": f"{args.results}/cold{k}-{model}-{precision}",
+                          "schedule": "ios-both", "research": True, **({"cost_model": args.cost} if args.cost else {})}
+                    r = one(model, be, precision, args.device, runner, args.results, batch)
+                    r["label"] = f"IOS-Both (cold search {k + 1})"
                     _write(log, r)
                 for label, extra in TORCH_RUNS:
                     if label not in wanted and args.only != "all":
@@ -115,6 +123,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--only", default="all", help="comma list of row labels to run (default all)")
     ap.add_argument("--batches", default="1")
+    ap.add_argument("--cold-searches", type=int, default=0, help="extra IOS-Both searches, each from an empty store")
     ap.add_argument("--cost", default="", help="cost model for every model (default: the backend's, auto)")
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--out", default=str(ROOT / "results" / "bench"))

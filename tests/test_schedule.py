@@ -267,3 +267,106 @@ def test_bad_options_are_refused():
         optimize(g, AnalyticCostModel(), "ios-both", ending="fixed")
     with pytest.raises(ValueError, match=">= 1"):
         optimize(g, AnalyticCostModel(), "ios-both", r=0)
+
+
+def all_stage_sets(graph, cost, merge: bool, parallel: bool, r: int, s: int) -> list[float]:
+    """Costs of every distinct set of stages that schedules the graph (brute force)."""
+    names = [n.name for n in graph.blocks[0].nodes]
+    preds = {x: {v.node for t in graph.node(x).inputs for v in t} & set(names) for x in names}
+    memo: dict[frozenset, dict[frozenset, float]] = {}
+
+    def rest_sets(done: frozenset) -> dict[frozenset, float]:
+        if len(done) == len(names):
+            return {frozenset(): 0.0}
+        if done in memo:
+            return memo[done]
+        rest = [x for x in names if x not in done]
+        out: dict[frozenset, float] = {}
+        for k in range(1, len(rest) + 1):
+            for stage in itertools.combinations(rest, k):
+                st = set(stage)
+                if any(not preds[x] <= done | st for x in stage):
+                    continue
+                options = []
+                if k == 1:
+                    options.append(Stage([list(stage)]))
+                if parallel and k > 1:
+                    comps = components(graph, stage)
+                    if len(comps) <= s and all(len(c) <= r for c in comps):
+                        options.append(Stage(comps))
+                independent = all(not (preds[x] & st) for x in stage)
+                if merge and k > 1 and independent and can_merge(graph, [graph.node(x) for x in stage]):
+                    options.append(Stage([list(stage)], merge=True))
+                for opt in options:
+                    key = (tuple(tuple(g) for g in opt.groups), opt.merge)
+                    lat = cost.stage_latency(graph, opt)
+                    for sub, c in rest_sets(done | st).items():
+                        out[sub | {key}] = c + lat
+        memo[done] = out
+        return out
+    return sorted(rest_sets(frozenset()).values())
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("variant,flags", [("ios-parallel", (False, True)), ("ios-both", (True, True))])
+def test_k_best_dp_equals_brute_force(seed, variant, flags):
+    g = random_dag(seed, n=6)
+    cost = AnalyticCostModel(1, "gpu")
+
+    def fake(stages):  # "timing" a candidate returns its cost under the same model
+        return sum(cost.stage_latency(g, st) for st in stages)
+    sched = optimize(g, cost, variant, r=3, s=8, keep=3, measure_part=fake)
+    timings = sched.stats["selection"]["parts"][0]["timings_ms"]
+    got = sorted(v for k, v in timings.items() if k.startswith("dp") and "+" not in k)
+    want = all_stage_sets(g, cost, *flags, r=3, s=8)[:3]
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_pruning_keeps_the_optimum_and_skips_stages():
+    g = build_model("inception_v3", **SMALL["inception_v3"])
+    full = optimize(g, AnalyticCostModel(1, "gpu"), "ios-both", prune=False)
+    pruned = optimize(g, AnalyticCostModel(1, "gpu"), "ios-both", prune=True)
+    assert pruned.stats["predicted_ms"] == pytest.approx(full.stats["predicted_ms"], rel=1e-12)
+    assert pruned.stats["stage_evaluations"] < 0.8 * full.stats["stage_evaluations"]
+    assert pruned.stats["pruned"] > 0
+
+
+def test_identical_parts_are_searched_once():
+    g = build_model("nasnet", **SMALL["nasnet"])
+    shared = optimize(g, AnalyticCostModel(1, "gpu"), "ios-merge")
+    alone = optimize(g, AnalyticCostModel(1, "gpu"), "ios-merge", share_parts=False)
+    assert shared.stats["shared_parts"] > 0 and shared.stats["states"] < alone.stats["states"]
+    assert shared.stats["predicted_ms"] == pytest.approx(alone.stats["predicted_ms"], rel=1e-12)
+    assert [str(s) for s in shared.stages()] == [str(s) for s in alone.stages()]
+
+
+def test_the_whole_model_timing_has_the_last_word():
+    g = build_model("inception_v3", **SMALL["inception_v3"])
+    want = [str(st) for st in greedy(g).stages()]
+
+    def fake(stages):  # parts and DP answers look fast, but Greedy wins as a whole model
+        if [str(st) for st in stages] == want:
+            return 0.5
+        return sum(len(st.groups) for st in stages) * 1e-3 + 1.0 * (len(stages) > 20)
+    sched = optimize(g, AnalyticCostModel(1, "gpu"), "ios-both", keep=2, measure_part=fake)
+    assert sched.stats["selection"]["final"] == "greedy"
+    assert [str(st) for st in sched.stages()] == want
+    assert sched.stats["insitu_ms"] == 0.5 and sched.stats["whole_selected_ms"] > 0.5
+    sched.check(g)
+
+
+def test_selection_never_picks_a_slower_candidate():
+    g = random_dag(2, n=8)
+    cost = AnalyticCostModel(1, "gpu")
+    rng = np.random.default_rng(0)
+    noise: dict[str, float] = {}
+
+    def fake(stages):
+        key = repr([(st.groups, st.merge, st.barrier) for st in stages])
+        return noise.setdefault(key, float(rng.uniform(1, 2)))
+    sched = optimize(g, cost, "ios-both", keep=3, measure_part=fake)
+    sel = sched.stats["selection"]
+    part = sel["parts"][0]
+    assert min(part["timings_ms"].values()) == part["timings_ms"][part["chosen"]]
+    assert sched.stats["insitu_ms"] == min(sel["whole_ms"].values())
+    assert sched.stats["insitu_ms"] <= sel["whole_ms"]["greedy"] and sched.stats["insitu_ms"] <= sel["whole_ms"]["sequential"]

@@ -52,6 +52,12 @@ class TimingConfig:
 def time_work(target: TorchTarget, run: Callable[[], object], touch: list[torch.Tensor], captured: bool,
               tc: TimingConfig) -> float:
     """Median milliseconds of one call of ``run`` (see the module docstring)."""
+    with torch.inference_mode():  # the flush buffer and the inputs are inference tensors
+        return _time_work(target, run, touch, captured, tc)
+
+
+def _time_work(target: TorchTarget, run: Callable[[], object], touch: list[torch.Tensor], captured: bool,
+               tc: TimingConfig) -> float:
     cuda = target.device.type == "cuda"
     if cuda and captured:
         return _time_captured(target, run, touch, tc)

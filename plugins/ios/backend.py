@@ -161,7 +161,8 @@ class IosBackend(Backend):
         return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
                         cuda_stream=target.stream, device_name=device_name, display_name=self.label(),
                         artifacts=artifacts, metrics=metrics,
-                        params={"schedule_path": str(path), "runtime_mode": model.mode, "captured": model.captured})
+                        params={"schedule_path": str(path), "runtime_mode": model.mode, "captured": model.captured,
+                                "ios_final": sched.stats.get("selection", {}).get("final", "")})
 
     @staticmethod
     def _load(path: str, graph: Graph, what: str) -> Schedule:
