@@ -26,7 +26,10 @@ IOS_RUNS = [("IOS-Both", {"schedule": "ios-both", "research": True}),
             ("IOS-Both-rerun", {"schedule": "ios-both", "research": False}),  # reuses the saved schedule
             ("Sequential", {"schedule": "sequential"}),
             ("Greedy", {"schedule": "greedy"}), ("IOS-Merge", {"schedule": "ios-merge", "research": True}),
-            ("IOS-Parallel", {"schedule": "ios-parallel", "research": True})]
+            ("IOS-Parallel", {"schedule": "ios-parallel", "research": True}),
+            # the stream assignment before producer-chain/false-dependency avoidance, for comparison
+            ("Greedy-stage-order", {"schedule": "greedy", "streams": "stage-order"}),
+            ("IOS-Both-stage-order", {"schedule": "ios-both", "research": True, "streams": "stage-order"})]
 TORCH_RUNS = [("PyTorch", {"mode": "eager"}), ("PyTorch-CUDAGraph", {"mode": "cudagraph"}),
               ("TorchCompile-RO", {"mode": "compile", "compile_mode": "reduce-overhead"})]
 SECTION = "<!-- ios-bench -->"

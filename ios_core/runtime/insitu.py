@@ -22,7 +22,7 @@ class PartTimer:
     """``timer(stages) -> ms``: the ``measure_part`` callable of :func:`ios_core.schedule.optimize`."""
 
     def __init__(self, graph: Graph, target: TorchTarget, batch: int, mode: str = "edges", captured: bool = True,
-                 timing: TimingConfig | None = None, fuse: bool = True):
+                 timing: TimingConfig | None = None, fuse: bool = True, follow_chains: bool = True):
         self.graph, self.target, self.batch = graph, target, batch
         cuda = target.device.type == "cuda"
         self.mode = mode if cuda else "threads"
@@ -30,6 +30,7 @@ class PartTimer:
         self.timing = timing or TimingConfig(warmup=3, number=5, repeat=5, cold=cuda)
         self.fuse = fuse and cuda
         self.priority = remaining_path(graph)
+        self.follow_chains = follow_chains
         self.rng = np.random.default_rng(1)
         self.weights: dict[str, tuple] = {}
         self.inputs: dict[str, torch.Tensor] = {}
@@ -71,7 +72,8 @@ class PartTimer:
                                 env[v.node] = self._input(v.node)
                                 channels[v.node] = env[v.node].shape[1]
         ops = RuntimeOps(channels, params, fuse=self.fuse)
-        prog = StreamProgram(groups, ops, self.mode, barriers=[st.barrier for st in stages], priority=self.priority)
+        prog = StreamProgram(groups, ops, self.mode, barriers=[st.barrier for st in stages], priority=self.priority,
+                             follow_chains=self.follow_chains)
         with torch.inference_mode():
             return time_work(self.target, lambda: prog.run(dict(env)), list(env.values()), self.captured,
                              self.timing)

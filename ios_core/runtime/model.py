@@ -28,7 +28,7 @@ class ScheduledModel:
     every runtime runs multi-group stages on a thread pool)."""
 
     def __init__(self, graph: Graph, schedule: Schedule, device: str = "cpu", precision: str = "fp32",
-                 runtime: str = "graph", channels_last: bool = False, fuse: bool = True):
+                 runtime: str = "graph", channels_last: bool = False, fuse: bool = True, follow_chains: bool = True):
         if runtime not in RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r}; choose one of: {', '.join(RUNTIMES)}")
         schedule.check(graph)
@@ -43,7 +43,7 @@ class ScheduledModel:
         plan_stages = self.plan.stages()
         self.stages = [[[self.graph.node(n) for n in g] for g in st.groups] for st in plan_stages]
         self.program = StreamProgram(self.stages, self.ops, mode, barriers=[st.barrier for st in plan_stages],
-                                     priority=remaining_path(self.graph))
+                                     priority=remaining_path(self.graph), follow_chains=follow_chains)
         self.mode = mode
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,8 @@ each group, which cross-stream edges need an event, where barriers go. Modes:
 * ``threads`` (CPU): the groups of a multi-group stage run concurrently on a thread pool.
 
 Streams follow producer chains: a group goes to the stream its first unit's producer ran
-on when that stream is free in the stage, so a chain split over stages needs no event.
+on when that stream is free in the stage, so a chain split over stages needs no event;
+otherwise to a stream whose earlier work it depends on anyway (no false dependency).
 Groups are issued longest-remaining-path first (``priority``), so the critical chain's
 kernels enter the device queue before the side branches' (Nimble, Opara). Side streams
 come from :mod:`.streams` and are distinct by construction.
@@ -57,20 +58,49 @@ class StreamProgram:
 
     # -- the static plan --------------------------------------------------------------
     def _assign(self) -> list[list[tuple[int, list[Node]]]]:
-        """Per stage, (stream, group) in issue order."""
+        """Per stage, (stream, group) in issue order.
+
+        A stream runs its work in order, so putting a group behind work it does not
+        depend on adds a false dependency. Each group (critical first) takes, among the
+        streams not yet used in its stage: the stream whose last unit is the group's
+        producer (the chain continues, no event needed); else one whose last unit is an
+        ancestor of the group anyway (or an unused stream); else the stream whose last
+        work was issued longest ago."""
+        index = {name: i for i, name in enumerate(n.name for st in self.stages for g in st for n in g)}
+        anc: dict[str, int] = {}  # ancestors inside the program, as a bit set
         stream_of: dict[str, int] = {}
+        tail: list[str | None] = [None] * self.width
+        tail_stage = [-1] * self.width
         out = []
-        for st in self.stages:
+        for si, st in enumerate(self.stages):
             order = sorted(st, key=lambda g: -self.priority.get(g[0].name, 0.0))
-            free = set(range(len(st)))
+            free = set(range(self.width if self.follow_chains else len(st)))
             placed: list[tuple[int, list[Node]]] = []
             for g in order:
-                want = [stream_of[v.node] for t in g[0].inputs for v in t if v.node in stream_of]
-                j = next((w for w in want if w in free and self.follow_chains), min(free))
+                for n in g:
+                    a = 0
+                    for t in n.inputs:
+                        for v in t:
+                            if v.node in index:
+                                a |= (1 << index[v.node]) | anc.get(v.node, 0)
+                    anc[n.name] = a
+                first = g[0]
+                prods = [v.node for t in first.inputs for v in t if v.node in stream_of]
+                j = None
+                if self.follow_chains:
+                    j = next((stream_of[p] for p in prods if stream_of[p] in free and tail[stream_of[p]] == p), None)
+                    if j is None:
+                        j = next((k for k in sorted(free)
+                                  if tail[k] is None or anc[first.name] >> index[tail[k]] & 1), None)
+                    if j is None:
+                        j = min(free, key=lambda k: (tail_stage[k], k))
+                else:
+                    j = min(free)
                 free.discard(j)
                 placed.append((j, g))
                 for n in g:
                     stream_of[n.name] = j
+                tail[j], tail_stage[j] = g[-1].name, si
             out.append(placed)
         return out
 

@@ -78,9 +78,8 @@ class IosBackend(Backend):
     def schedule_path(self, graph: Graph, device_name: str, batch: int, precision: str) -> Path:
         c = self.cfg
         algo = str(c["schedule"])
-        extra = "" if algo in ("sequential", "greedy") else \
-            f"-r{c['r']}-s{c['s']}-{c['ending']}-{c['cost_model']}" + (f"-k{c['keep']}-{c['runtime']}" if c["select"]
-                                                                        else "-dp")
+        tail = f"-k{c['keep']}-{c['runtime']}-{c['streams']}" if c["select"] else "-dp"
+        extra = "" if algo in ("sequential", "greedy") else f"-r{c['r']}-s{c['s']}-{c['ending']}-{c['cost_model']}{tail}"
         return (self.store / "schedules" / f"{graph.name}-{graph.hash()}" /
                 f"{slug(device_name)}-bs{batch}-{precision}-{algo}{extra}.json")
 
@@ -93,7 +92,8 @@ class IosBackend(Backend):
         measure_part = None
         if cfg["select"]:
             mode, captured = RUNTIMES[str(cfg["runtime"])]
-            measure_part = PartTimer(graph, target, batch, mode, captured, fuse=bool(cfg["fuse"]))
+            measure_part = PartTimer(graph, target, batch, mode, captured, fuse=bool(cfg["fuse"]),
+                                     follow_chains=cfg["streams"] == "chains")
         try:
             sched = optimize(graph, cost, algo, int(cfg["r"]), int(cfg["s"]), int(cfg["part_size"]),
                              str(cfg["ending"]), bool(cfg["progress"]), batch, device_name, precision,
@@ -143,7 +143,7 @@ class IosBackend(Backend):
             if measured is not None:
                 measured.close()
         model = ScheduledModel(graph, sched, device, precision, str(cfg["runtime"]), bool(cfg["channels_last"]),
-                               bool(cfg["fuse"]))
+                               bool(cfg["fuse"]), follow_chains=cfg["streams"] == "chains")
         infer, load = model.prepare(batch)
         metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()))
         artifacts = {"schedule.json": sched.to_json()}

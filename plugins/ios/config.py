@@ -26,6 +26,7 @@ class IosConfig(BackendConfig):
     prune: bool = True  # skip timing stages whose lower bound cannot win
     research: bool = False  # search again even when a schedule for this model, batch, precision and GPU is saved
     runtime: str = "graph"  # graph, graph-stages, eager, ios-faithful
+    streams: str = "chains"  # chains (follow producers, avoid false dependencies) or stage-order (group j on stream j)
     schedule_file: str = ""  # run a saved schedule instead of searching
     greedy_streams: int = 10
     profile: bool = False  # per-stage latencies and a timeline as artifacts
@@ -41,7 +42,8 @@ class IosConfig(BackendConfig):
 
 
 def check(cfg) -> None:
-    choices = {"schedule": ALGORITHMS, "ending": ENDINGS, "cost_model": COST_MODELS, "runtime": tuple(RUNTIMES)}
+    choices = {"schedule": ALGORITHMS, "ending": ENDINGS, "cost_model": COST_MODELS, "runtime": tuple(RUNTIMES),
+               "streams": ("chains", "stage-order")}
     for key, allowed in choices.items():
         if str(cfg[key]) not in allowed:
             raise ConfigError(f"backend.{key}={cfg[key]!r} is invalid; choose one of: {', '.join(allowed)}")
