@@ -79,7 +79,8 @@ class IosBackend(Backend):
         c = self.cfg
         algo = str(c["schedule"])
         tail = f"-k{c['keep']}-{c['runtime']}-{c['streams']}" if c["select"] else "-dp"
-        extra = "" if algo in ("sequential", "greedy") else f"-r{c['r']}-s{c['s']}-{c['ending']}-{c['cost_model']}{tail}"
+        opts = f"-r{c['r']}-s{c['s']}-{c['ending']}-{c['cost_model']}{tail}"
+        extra = "" if algo in ("sequential", "greedy") else opts
         return (self.store / "schedules" / f"{graph.name}-{graph.hash()}" /
                 f"{slug(device_name)}-bs{batch}-{precision}-{algo}{extra}.json")
 
