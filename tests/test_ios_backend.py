@@ -89,3 +89,16 @@ def test_cli_ios_run(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Optimization: IOS-Both" in out.stdout
+
+
+def test_a_schedule_file_is_never_reused_as_a_search_result(bench_cfg, tmp_path):
+    g = build_model("sample", **SMALL["sample"])
+    from ios_core.schedule import greedy
+    p = tmp_path / "greedy.json"
+    greedy(g).to_json(p)
+    run(ios(bench_cfg, tmp_path, **{"backend.schedule_file": str(p), "backend.bounds": False}), quiet=True)
+    rec = run(ios(bench_cfg, tmp_path, **{"backend.cost_model": "analytic"}), quiet=True)
+    assert rec["metrics"]["search_reused"] == 0 and rec["params"]["ios_final"]
+    other = run(ios(bench_cfg, tmp_path, **{"backend.cost_model": "analytic", "backend.keep": 2}), quiet=True)
+    assert other["metrics"]["search_reused"] == 0  # another setting: another saved schedule
+    assert other["params"]["schedule_path"] != rec["params"]["schedule_path"]

@@ -13,7 +13,8 @@ each group, which cross-stream edges need an event, where barriers go. Modes:
 * ``threads`` (CPU): the groups of a multi-group stage run concurrently on a thread pool.
 
 Streams follow producer chains: a group goes to the stream its first unit's producer ran
-on when that stream is free in the stage, so a chain split over stages needs no event;
+on when that stream is free in the stage and the producer is the last unit issued there,
+so a chain split over stages needs no event;
 otherwise to a stream whose earlier work it depends on anyway (no false dependency).
 Groups are issued longest-remaining-path first (``priority``), so the critical chain's
 kernels enter the device queue before the side branches' (Nimble, Opara). Side streams

@@ -326,7 +326,7 @@ class _PartSearch:
 def parts_of(block: Block, part_size: int) -> list[list[Node]]:
     if block.parts:
         by_name = {n.name: n for n in block.nodes}
-        return [[by_name[x] for x in p] for p in block.parts]
+        return [[by_name[x] for x in p] for p in block.parts if p]
     return [block.nodes[i:i + part_size] for i in range(0, len(block.nodes), part_size)]
 
 
@@ -370,7 +370,8 @@ def _candidates(search: _PartSearch, nodes: list[Node], solutions, greedy_stream
     out: dict[str, IndexStages] = {}
     for name, stages in plain.items():
         flags = rule_barriers([len(g) for g, _, _ in stages])
-        flags[-1] = False  # the part's end is joined by what follows
+        if flags:
+            flags[-1] = False  # the part's end is joined by what follows
         out[name] = [(g, m, False) for g, m, _ in stages]
         if any(flags):
             out[name + "+barriers"] = [(g, m, b) for (g, m, _), b in zip(stages, flags)]

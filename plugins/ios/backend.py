@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from ios_core.interpreters.reference import seeded_input
 from ios_core.ir import Graph
 from ios_core.runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
 from ios_core.runtime.insitu import PartTimer
+from ios_core.runtime.timer import TimingConfig
 from ios_core.schedule import Schedule, ScheduleError, greedy, optimize, sequential
 
 from .config import IosConfig, check
@@ -78,9 +80,12 @@ class IosBackend(Backend):
     def schedule_path(self, graph: Graph, device_name: str, batch: int, precision: str) -> Path:
         c = self.cfg
         algo = str(c["schedule"])
-        tail = f"-k{c['keep']}-{c['runtime']}-{c['streams']}" if c["select"] else "-dp"
-        opts = f"-r{c['r']}-s{c['s']}-{c['ending']}-{c['cost_model']}{tail}"
-        extra = "" if algo in ("sequential", "greedy") else opts
+        # every setting that can change the searched schedule is in the name (a short hash),
+        # so changing one of them searches again instead of reusing another setting's answer
+        keys = ("r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime", "streams",
+                "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "channels_last")
+        digest = hashlib.sha1(json.dumps({k: c[k] for k in keys}, sort_keys=True, default=str).encode()).hexdigest()
+        extra = "" if algo in ("sequential", "greedy") else f"-r{c['r']}-s{c['s']}-k{c['keep']}-{digest[:10]}"
         return (self.store / "schedules" / f"{graph.name}-{graph.hash()}" /
                 f"{slug(device_name)}-bs{batch}-{precision}-{algo}{extra}.json")
 
@@ -93,7 +98,10 @@ class IosBackend(Backend):
         measure_part = None
         if cfg["select"]:
             mode, captured = RUNTIMES[str(cfg["runtime"])]
-            measure_part = PartTimer(graph, target, batch, mode, captured, fuse=bool(cfg["fuse"]),
+            # candidates are timed like stages, with one more warmup replay and two more replays
+            timing = TimingConfig(int(cfg["warmup"]) + 1, int(cfg["number"]), int(cfg["repeat"]) + 2,
+                                  bool(cfg["cold"]) and target.device.type == "cuda")
+            measure_part = PartTimer(graph, target, batch, mode, captured, timing, fuse=bool(cfg["fuse"]),
                                      follow_chains=cfg["streams"] == "chains")
         try:
             sched = optimize(graph, cost, algo, int(cfg["r"]), int(cfg["s"]), int(cfg["part_size"]),
@@ -137,7 +145,10 @@ class IosBackend(Backend):
                 metrics["search_reused"] = 0.0
             sched.batch, sched.device, sched.precision = batch, device_name, precision
         metrics["search_cost_s"] = time.perf_counter() - t
-        sched.to_json(path)
+        if cfg["schedule_file"]:
+            path = Path(str(cfg["schedule_file"]))  # run as given; never saved where a search would be reused
+        else:
+            sched.to_json(path)
         if cfg["bounds"]:  # under the configured cost model, so comparable with predicted_ms
             cost, _, measured = self.cost_model(target, batch, precision, device_name)
             metrics.update(bounds(graph, cost))
