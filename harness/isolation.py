@@ -46,7 +46,9 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
             if proc.is_alive():
                 proc.kill()
                 proc.join(5)
-                return Outcome(False, None, f"timed out after {timeout_s:g} s (runner.timeout_s) and was killed")
+                return Outcome(False, None, f"timed out after {timeout_s:g} s (runner.timeout_s, which includes the "
+                                            "backend's preparation: an IOS search, a compile, tuning) and was killed; "
+                                            "raise runner.timeout_s")
         try:
             status, payload = recv.recv()
         except EOFError:

@@ -20,6 +20,7 @@ class Progress:
         self.enabled, self.interval = enabled, interval
         self.stream = stream or sys.stderr
         self.done = 0.0
+        self.shown = -1.0
         self.counters: dict[str, Any] = {}
         self.t0 = self.last = time.perf_counter()
         self.bar = None
@@ -47,6 +48,7 @@ class Progress:
             return
         if now - self.last >= self.interval or force:
             self.last = now
+            self.shown = self.done
             print(self.line(), file=self.stream, flush=True)
 
     def line(self) -> str:
@@ -60,7 +62,7 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        elif self.enabled and time.perf_counter() - self.t0 >= self.interval:
+        elif self.enabled and time.perf_counter() - self.t0 >= self.interval and self.shown != self.done:
             print(self.line(), file=self.stream, flush=True)  # the final count, for long phases only
 
     def __enter__(self) -> Progress:

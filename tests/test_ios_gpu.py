@@ -74,3 +74,17 @@ def test_in_graph_timing_is_positive_and_cold_is_not_faster():
     cold = time_work(target, run, [x], True, TimingConfig(2, 5, 5, cold=True))
     assert 0 < hot < 5 and 0 < cold < 5
     assert cold >= 0.9 * hot
+
+
+def test_batched_stage_timing_agrees_with_one_at_a_time():
+    from ios_core.runtime import StageTimer, TorchTarget
+
+    g = build_model("inception_v3", **SMALL["inception_v3"])
+    timer = StageTimer(TorchTarget("cuda", "fp32"), 1)
+    convs = [n for n in g.nodes() if n.kind == "conv"][:12]
+    stages = [[[n]] for n in convs]
+    many = timer.time_many(g, stages)
+    one = [timer.time(g, st) for st in stages]
+    assert len(many) == len(stages) and all(0 < t < 5 for t in many)
+    ratios = sorted(a / b for a, b in zip(many, one))
+    assert 0.7 < ratios[len(ratios) // 2] < 1.4  # same instrument: medians agree within noise

@@ -370,3 +370,47 @@ def test_selection_never_picks_a_slower_candidate():
     assert min(part["timings_ms"].values()) == part["timings_ms"][part["chosen"]]
     assert sched.stats["insitu_ms"] == min(sel["whole_ms"].values())
     assert sched.stats["insitu_ms"] <= min(sel["whole_ms"]["greedy"], sel["whole_ms"]["sequential"])
+
+
+class _FakeTimer:
+    """Deterministic 'device': a stage costs its longest group's MACs plus a per-unit cost."""
+
+    def __init__(self):
+        self.batches: list[int] = []
+        self.singles = 0
+        self.seen: list[str] = []
+
+    def _ms(self, graph, groups):
+        def unit(n):
+            return 0.002 + 1e-9 * n.macs(graph.input_shape_of(n)) if n.kind != "placeholder" else 0.0
+        return max(sum(unit(n) for n in g) for g in groups) + 0.001 * (len(groups) - 1)
+
+    def time(self, graph, groups):
+        self.singles += 1
+        return self._ms(graph, groups)
+
+    def time_many(self, graph, stages):
+        from ios_core.cost import signature
+        self.batches.append(len(stages))
+        self.seen += [signature(graph, g) for g in stages]
+        return [self._ms(graph, g) for g in stages]
+
+
+def test_batched_measurement_plan():
+    from ios_core.cost import CalibratedCostModel
+
+    g = build_model("inception_v3", **SMALL["inception_v3"])
+    timer = _FakeTimer()
+    measured = MeasuredCostModel(timer, CostCache(None), ("fake",))
+    screen = CalibratedCostModel(measured, AnalyticCostModel(1, "gpu"))
+    sched = optimize(g, measured, "ios-both", screen=screen, screen_limit=10**6)
+    st = sched.stats
+    assert timer.batches and max(timer.batches) <= 32
+    assert len(set(timer.seen)) == len(timer.seen)  # deduplicated by signature, never timed twice
+    assert st["prefetched"] == len(timer.seen) and st["parts_screened"] == 0
+    # the screen's stages cover most of what the measured DP needs: few are timed one by one
+    lazy = st["measurements"] - st["prefetched"]
+    assert lazy < 0.3 * st["prefetched"]
+    # the same answer as a DP that timed every stage lazily
+    alone = optimize(g, MeasuredCostModel(_FakeTimer(), CostCache(None), ("fake",)), "ios-both")
+    assert st["predicted_ms"] == pytest.approx(alone.stats["predicted_ms"], rel=1e-12)

@@ -60,6 +60,7 @@ class MeasuredCostModel:
         self.timer, self.cache, self.context = timer, cache, context
         self.measurements = 0
         self.cache_hits = 0
+        self.prefetched = 0
 
     def stage_latency(self, graph: Graph, stage: Stage) -> float:
         groups = stage_nodes(graph, stage)
@@ -73,9 +74,32 @@ class MeasuredCostModel:
         self.cache.put(k, ms)
         return ms
 
+    def prefetch(self, graph: Graph, stages: list[Stage], batch_size: int = 32, progress=None) -> int:
+        """Time every stage of ``stages`` that the cache lacks, deduplicated by signature,
+        ``batch_size`` stages per captured graph; returns how many were timed. The DP that
+        follows then finds them in the cache."""
+        todo: dict[str, list] = {}
+        for st in stages:
+            groups = stage_nodes(graph, st)
+            k = key(signature(graph, groups), *self.context)
+            if k not in todo and self.cache.get(k) is None:
+                todo[k] = groups
+        items = list(todo.items())
+        many = getattr(self.timer, "time_many", None)
+        for i in range(0, len(items), batch_size):
+            chunk = items[i:i + batch_size]
+            times = many(graph, [g for _, g in chunk]) if many else [self.timer.time(graph, g) for _, g in chunk]
+            for (k, _), ms in zip(chunk, times):
+                self.cache.put(k, ms)
+            self.measurements += len(chunk)
+            self.prefetched += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+        return len(items)
+
     def stats(self) -> dict[str, float]:
         total = self.measurements + self.cache_hits
-        return {"measurements": self.measurements, "cache_hits": self.cache_hits,
+        return {"measurements": self.measurements, "cache_hits": self.cache_hits, "prefetched": self.prefetched,
                 "cache_hit_rate": round(self.cache_hits / total, 4) if total else 0.0}
 
     def close(self) -> None:

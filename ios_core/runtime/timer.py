@@ -51,18 +51,27 @@ class TimingConfig:
         self.warmup, self.number, self.repeat, self.cold = warmup, number, repeat, cold
 
 
+Work = tuple[Callable[[], object], list[torch.Tensor]]  # (enqueue it on the current stream, inputs to touch)
+
+
 def time_work(target: TorchTarget, run: Callable[[], object], touch: list[torch.Tensor], captured: bool,
               tc: TimingConfig) -> float:
     """Median milliseconds of one call of ``run`` (see the module docstring)."""
+    return time_works(target, [(run, touch)], captured, tc)[0]
+
+
+def time_works(target: TorchTarget, works: list[Work], captured: bool, tc: TimingConfig) -> list[float]:
+    """Median milliseconds of each work. Captured, all of them go into one CUDA graph
+    (each copy of each work behind its own flush and between its own events), so a batch
+    of stages costs one capture, one instantiation and ``warmup + repeat`` replays."""
     with torch.inference_mode():  # the flush buffer and the inputs are inference tensors
-        return _time_work(target, run, touch, captured, tc)
+        if target.device.type == "cuda" and captured:
+            return _time_captured(target, works, tc)
+        return [_time_eager(target, run, tc) for run, _ in works]
 
 
-def _time_work(target: TorchTarget, run: Callable[[], object], touch: list[torch.Tensor], captured: bool,
-               tc: TimingConfig) -> float:
+def _time_eager(target: TorchTarget, run: Callable[[], object], tc: TimingConfig) -> float:
     cuda = target.device.type == "cuda"
-    if cuda and captured:
-        return _time_captured(target, run, touch, tc)
     for _ in range(tc.warmup):
         run()
     target.synchronize()
@@ -85,38 +94,41 @@ def _time_work(target: TorchTarget, run: Callable[[], object], touch: list[torch
     return float(np.median(times))
 
 
-def _time_captured(target: TorchTarget, run, touch: list[torch.Tensor], tc: TimingConfig) -> float:
+def _time_captured(target: TorchTarget, works: list[Work], tc: TimingConfig) -> list[float]:
     cap = capture_stream()
     cap.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(cap):
-        run()  # cuDNN picks its algorithms outside the capture
+        for run, _ in works:
+            run()  # cuDNN picks its algorithms outside the capture
     torch.cuda.current_stream().wait_stream(cap)
     flush = l2_flush_buffer(target.device) if tc.cold else None
-    marks = [(torch.cuda.Event(enable_timing=True, external=True), torch.cuda.Event(enable_timing=True, external=True))
-             for _ in range(tc.number)]
+    marks = [[(torch.cuda.Event(enable_timing=True, external=True), torch.cuda.Event(enable_timing=True, external=True))
+              for _ in range(tc.number)] for _ in works]
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, stream=cap):
-        for a, b in marks:
-            if flush is not None:
-                flush.zero_()
-                for x in touch:
-                    x.mul_(1.0)
-            a.record(cap)
-            run()
-            b.record(cap)
+        for (run, touch), pairs in zip(works, marks):
+            for a, b in pairs:
+                if flush is not None:
+                    flush.zero_()
+                    for x in touch:
+                        x.mul_(1.0)
+                a.record(cap)
+                run()
+                b.record(cap)
     for _ in range(tc.warmup):
         g.replay()
-    times = []
+    times: list[list[float]] = [[] for _ in works]
     for _ in range(tc.repeat):
         g.replay()
         torch.cuda.synchronize()
-        times.extend(a.elapsed_time(b) for a, b in marks)
+        for out, pairs in zip(times, marks):
+            out.extend(a.elapsed_time(b) for a, b in pairs)
     del g
     global _CAPTURES
     _CAPTURES += 1
-    if _CAPTURES % 256 == 0:  # each capture had a private memory pool: give the freed ones back
+    if _CAPTURES % 64 == 0:  # each capture had a private memory pool: give the freed ones back
         torch.cuda.empty_cache()
-    return float(np.median(times))
+    return [float(np.median(t)) for t in times]
 
 
 class StageTimer:
@@ -152,8 +164,8 @@ class StageTimer:
             self.inputs[key] = self.target.tensor(self.rng.standard_normal((self.batch, *shape), dtype=np.float32))
         return self.inputs[key]
 
-    def time(self, graph: Graph, groups: list[list[Node]]) -> float:
-        """Median milliseconds of one run of the stage."""
+    def _work(self, graph: Graph, groups: list[list[Node]]) -> Work:
+        """The stage as a program on random external inputs, ready to enqueue."""
         self.current: dict[str, tuple] = {}
         env: dict[str, torch.Tensor] = {}
         channels: dict[str, int] = {}
@@ -170,6 +182,13 @@ class StageTimer:
                             channels[v.node] = shape[0]
         ops = RuntimeOps(channels, self.current, fuse=self.fuse)
         prog = StreamProgram([groups], ops, self.mode)
-        with torch.inference_mode():
-            return time_work(self.target, lambda: prog.run(dict(env)), list(env.values()), self.captured,
-                             self.timing)
+        return (lambda: prog.run(dict(env))), list(env.values())
+
+    def time(self, graph: Graph, groups: list[list[Node]]) -> float:
+        """Median milliseconds of one run of the stage."""
+        return self.time_many(graph, [groups])[0]
+
+    def time_many(self, graph: Graph, stages: list[list[list[Node]]]) -> list[float]:
+        """Median milliseconds of each stage, all timed in one captured graph."""
+        return time_works(self.target, [self._work(graph, groups) for groups in stages], self.captured,
+                          self.timing)

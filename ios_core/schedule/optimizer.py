@@ -434,6 +434,9 @@ def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 
                         stats.parts_screened += 1
                         for k in ("states", "transitions", "stage_evaluations", "pruned"):
                             setattr(stats, k, getattr(stats, k) + getattr(probe_stats, k))
+                    elif hasattr(cost, "prefetch"):  # time the stages the screen looked at in batches first
+                        cost.prefetch(graph, [probe.stage_of(g, m) for g, m in probe.latency],
+                                      progress=lambda n: tick())
                 if search is None:
                     search = _PartSearch(graph, dag, cost, merge, parallel, r, s, ending, stats, tick, **opts)
                     sols = search.solutions()

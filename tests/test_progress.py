@@ -1,0 +1,27 @@
+"""Search progress reaches a non-terminal stream as periodic status lines."""
+
+import io
+
+from ios_core.cost import AnalyticCostModel
+from ios_core.models import build_model
+from ios_core.progress import Progress
+from ios_core.schedule import optimize
+
+from .helpers import SMALL
+
+
+def test_status_lines_when_not_a_terminal():
+    out = io.StringIO()
+    p = Progress("ios search x", 10, "units", interval=0.0, stream=out)
+    p.update(4, states=12, timed=3)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("[ios search x] 4/10 units (40%), 12 states, 3 timed, ")
+    assert "s elapsed" in lines[0] and "left" in lines[0]
+    assert len(lines) == 1  # nothing new to say at close
+
+
+def test_disabled_progress_prints_nothing(capsys):
+    g = build_model("squeezenet", **SMALL["squeezenet"])
+    optimize(g, AnalyticCostModel(1, "gpu"), "ios-both", progress=False)
+    assert capsys.readouterr().err == ""
