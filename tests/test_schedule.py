@@ -67,6 +67,25 @@ def components(graph, names):
     return sorted(comps, key=lambda c: order.index(c[0]))
 
 
+def stage_options(graph, names, preds, done, merge: bool, parallel: bool, r: int, s: int):
+    """Every valid next stage after ``done``: (its units, the Stage)."""
+    rest = [x for x in names if x not in done]
+    for k in range(1, len(rest) + 1):
+        for stage in itertools.combinations(rest, k):
+            st = set(stage)
+            if any(not preds[x] <= done | st for x in stage):
+                continue
+            if k == 1:
+                yield st, Stage([list(stage)])
+            if parallel and k > 1:
+                comps = components(graph, stage)
+                if len(comps) <= s and all(len(c) <= r for c in comps):
+                    yield st, Stage(comps)
+            independent = all(not (preds[x] & st) for x in stage)
+            if merge and k > 1 and independent and can_merge(graph, [graph.node(x) for x in stage]):
+                yield st, Stage([list(stage)], merge=True)
+
+
 def brute_force(graph, cost, merge: bool, parallel: bool, r: int, s: int) -> float:
     """Least cost over every ordered partition of the units into valid stages."""
     names = [n.name for n in graph.blocks[0].nodes]
@@ -78,25 +97,9 @@ def brute_force(graph, cost, merge: bool, parallel: bool, r: int, s: int) -> flo
             return 0.0
         if done in memo:
             return memo[done]
-        rest = [x for x in names if x not in done]
         out = float("inf")
-        for k in range(1, len(rest) + 1):
-            for stage in itertools.combinations(rest, k):
-                st = set(stage)
-                if any(not preds[x] <= done | st for x in stage):
-                    continue
-                options = []
-                if k == 1:
-                    options.append(Stage([list(stage)]))
-                if parallel and k > 1:
-                    comps = components(graph, stage)
-                    if len(comps) <= s and all(len(c) <= r for c in comps):
-                        options.append(Stage(comps))
-                independent = all(not (preds[x] & st) for x in stage)
-                if merge and k > 1 and independent and can_merge(graph, [graph.node(x) for x in stage]):
-                    options.append(Stage([list(stage)], merge=True))
-                for opt in options:
-                    out = min(out, best(done | st) + cost.stage_latency(graph, opt))
+        for st, opt in stage_options(graph, names, preds, done, merge, parallel, r, s):
+            out = min(out, best(done | st) + cost.stage_latency(graph, opt))
         memo[done] = out
         return out
     return best(frozenset())
@@ -280,28 +283,12 @@ def all_stage_sets(graph, cost, merge: bool, parallel: bool, r: int, s: int) -> 
             return {frozenset(): 0.0}
         if done in memo:
             return memo[done]
-        rest = [x for x in names if x not in done]
         out: dict[frozenset, float] = {}
-        for k in range(1, len(rest) + 1):
-            for stage in itertools.combinations(rest, k):
-                st = set(stage)
-                if any(not preds[x] <= done | st for x in stage):
-                    continue
-                options = []
-                if k == 1:
-                    options.append(Stage([list(stage)]))
-                if parallel and k > 1:
-                    comps = components(graph, stage)
-                    if len(comps) <= s and all(len(c) <= r for c in comps):
-                        options.append(Stage(comps))
-                independent = all(not (preds[x] & st) for x in stage)
-                if merge and k > 1 and independent and can_merge(graph, [graph.node(x) for x in stage]):
-                    options.append(Stage([list(stage)], merge=True))
-                for opt in options:
-                    key = (tuple(tuple(g) for g in opt.groups), opt.merge)
-                    lat = cost.stage_latency(graph, opt)
-                    for sub, c in rest_sets(done | st).items():
-                        out[sub | {key}] = c + lat
+        for st, opt in stage_options(graph, names, preds, done, merge, parallel, r, s):
+            key = (tuple(tuple(g) for g in opt.groups), opt.merge)
+            lat = cost.stage_latency(graph, opt)
+            for sub, c in rest_sets(done | st).items():
+                out[sub | {key}] = c + lat
         memo[done] = out
         return out
     return sorted(rest_sets(frozenset()).values())
