@@ -4,7 +4,10 @@ crashes, hangs or runs out of memory fails its own run and a sweep goes on."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
+import threading
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +21,36 @@ class Outcome:
     detail: str = ""  # traceback or signal information
 
 
+class Interrupted(BaseException):
+    """The user (Ctrl-C) or the system (SIGTERM) stopped the run; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _die_with_parent() -> None:
+    """The measuring child must not outlive its parent (kill -9 of the harness included):
+    Linux's parent-death signal where available, and a watchdog thread everywhere."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)
+            time.sleep(0.5)
+    threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
+
+
 def _child(conn, fn, arg) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the child itself
     try:
         conn.send(("ok", fn(arg)))
     except BaseException as exc:  # report every failure to the parent, then exit
@@ -63,8 +95,9 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
         if status == "ok":
             return Outcome(True, payload)
         return Outcome(False, None, payload[0], payload[1])
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         proc.kill()
+        proc.join(5)
         raise
     finally:
         recv.close()

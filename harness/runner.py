@@ -4,7 +4,10 @@ process, writes the JSON record, then logs it to MLflow."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -12,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from .clocks import ClockLock, load_nvml
 from .config import BenchConfig, validate
 from .config import ClockLock as LockMode
-from .isolation import run_inline, run_isolated
+from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import measure
 from .tracking import default_uri, deliver, flatten, new_record, save_record
@@ -55,14 +58,18 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
     if dev["lock_clocks"] != LockMode.off.value:
         nvml = load_nvml()
         lock = ClockLock(nvml, dev["index"], dev["clock"], required=dev["lock_clocks"] == LockMode.required.value)
+    interrupted: Interrupted | None = None
     try:
-        if lock is not None and lock.lock():
-            plain["_clock_target_mhz"] = lock.locked_mhz
-            record["tags"]["clock_locked_mhz"] = str(lock.locked_mhz)
-        outcome = (run_isolated(measure, plain, runner["timeout_s"]) if runner["isolate"]
-                   else run_inline(measure, plain))
+        with _sigterm_raises():
+            if lock is not None and lock.lock():
+                plain["_clock_target_mhz"] = lock.locked_mhz
+                record["tags"]["clock_locked_mhz"] = str(lock.locked_mhz)
+            outcome = (run_isolated(measure, plain, runner["timeout_s"]) if runner["isolate"]
+                       else run_inline(measure, plain))
+    except (KeyboardInterrupt, Interrupted) as exc:
+        interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        outcome = Outcome(False, None, f"interrupted by {interrupted}")
     except Exception as exc:  # clock lock required but refused, ...
-        from .isolation import Outcome
         outcome = Outcome(False, None, f"{type(exc).__name__}: {exc}")
     finally:
         if lock is not None:
@@ -80,15 +87,35 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
         line = summary_line(plain["model"]["name"], label, plain["batch"], res["metrics"]["optimization_cost_s"],
                             res["metrics"]["latency_median_ms"])
     else:
-        record.update(status="FAILED", error=outcome.error, detail=outcome.detail)
+        record.update(status="KILLED" if interrupted else "FAILED", error=outcome.error, detail=outcome.detail)
         line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
     record["summary"] = line
     record["tags"]["harness.status"] = record["status"]
     save_record(record, tr["results_dir"], pending=tr["enabled"])
     deliver(record, tr["results_dir"])
+    if interrupted is not None:
+        print(f"interrupted: {record['run_name']} stopped by {interrupted}; its record is kept "
+              f"(status KILLED) under {tr['results_dir']}/records", file=sys.stderr, flush=True)
+        raise SystemExit(128 + interrupted.signum)
     if not quiet:
         print(line, file=sys.stdout if outcome.ok else sys.stderr, flush=True)
     return record
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM ends the run like Ctrl-C does (record kept, child killed, clocks reset)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 __all__ = ["flatten", "run", "summary_line", "to_plain"]

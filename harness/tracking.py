@@ -122,7 +122,8 @@ class Tracker:
             for name, text in files.items():
                 (Path(tmp) / name).write_text(text)
             self.client.log_artifacts(rid, tmp)
-        self.client.set_terminated(rid, "FINISHED" if record["status"] == "FINISHED" else "FAILED")
+        status = record["status"] if record["status"] in ("FINISHED", "KILLED") else "FAILED"
+        self.client.set_terminated(rid, status)
         return rid
 
 
