@@ -106,6 +106,11 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"runner.{key}={r[key]} must be >= 0")
     if float(r.max_time_s) <= 0 or float(r.timeout_s) <= 0:
         raise ConfigError("runner.max_time_s and runner.timeout_s must be positive")
+    if int(r.max_iters) < 1 or int(r.min_iters) > int(r.max_iters):
+        raise ConfigError(f"runner.max_iters={r.max_iters} must be >= 1 and >= runner.min_iters={r.min_iters}")
+    for key in ("min_time_s", "warmup_time_s"):
+        if float(r[key]) < 0:
+            raise ConfigError(f"runner.{key}={r[key]} must be >= 0")
     clock = str(cfg.device.clock)
     if clock not in ("base", "max") and not clock.isdigit():
         raise ConfigError(f"device.clock={clock!r} is invalid: use base, max or a frequency in MHz")

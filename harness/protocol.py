@@ -109,6 +109,9 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     graph = build_model(cfg["model"]["name"], **cfg["model"].get("params", {}))
     metrics: dict[str, float] = {"model_build_s": time.perf_counter() - t}
     batch, precision = int(cfg["batch"]), cfg["precision"]
+    if "store" in cfg["backend"] and not cfg["backend"]["store"]:
+        # schedules, cost caches, tuning databases: under the run's results folder unless named
+        cfg["backend"]["store"] = str(cfg["tracking"]["results_dir"])
     backend = backend_cls(cfg["backend"])
 
     t = time.perf_counter()

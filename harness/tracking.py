@@ -132,6 +132,15 @@ def mlflow_available() -> bool:
     return importlib.util.find_spec("mlflow") is not None
 
 
+def upload_command(results_dir: str | Path) -> str:
+    """The command that uploads this folder's pending records (names the folder unless it is the default)."""
+    from .config import TrackingConfig
+
+    default = Path(TrackingConfig.results_dir).resolve()
+    return "python -m harness.upload" + ("" if Path(results_dir).resolve() == default
+                                         else f" --results-dir {Path(results_dir).resolve()}")
+
+
 def deliver(record: dict[str, Any], results_dir: str | Path) -> str | None:
     """Send a saved record to its store; on success move it out of pending.
     Returns the MLflow run id, or None (with a one-line warning) when it stays pending."""
@@ -139,15 +148,15 @@ def deliver(record: dict[str, Any], results_dir: str | Path) -> str | None:
     if not tr.get("enabled", True):
         return None
     if not mlflow_available():
-        warnings.warn("MLflow is not installed: the record stays in results/records/pending; "
-                      "upload it later with `python -m harness.upload` where MLflow is installed", stacklevel=2)
+        warnings.warn(f"MLflow is not installed: the record stays in {records_dir(results_dir)}/pending; upload it "
+                      f"later with `{upload_command(results_dir)}` where MLflow is installed", stacklevel=2)
         return None
     try:
         rid = Tracker(tr["uri"], tr["experiment"]).log(record)
     except Exception as exc:  # store down or unreachable: keep the record for a later upload
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         warnings.warn(f"could not log to MLflow at {tr['uri']} ({first[:200]}); the record is kept in "
-                      f"results/records/pending: run `python -m harness.upload` later", stacklevel=2)
+                      f"{records_dir(results_dir)}/pending: run `{upload_command(results_dir)}` later", stacklevel=2)
         return None
     record["mlflow_run_id"] = rid
     save_record(record, results_dir, pending=False)

@@ -14,21 +14,22 @@ import pytest
 psutil = pytest.importorskip("psutil")
 
 LONG = ["model=sample", "backend=pytorch", "device=cpu", "tracking=off", "runner.min_time_s=120",
-        "runner.max_time_s=120", "runner.ci_rel_target=0.0", "runner.min_iters=10000000", "runner.timeout_s=300"]
+        "runner.max_time_s=120", "runner.ci_rel_target=0.0", "runner.min_iters=10000000", "runner.max_iters=10000000",
+        "runner.timeout_s=300"]
 
 
 def start(tmp_path: Path) -> tuple[subprocess.Popen, psutil.Process]:
     proc = subprocess.Popen([sys.executable, "-m", "harness", *LONG, f"tracking.results_dir={tmp_path}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
-    while time.time() < deadline:  # wait for the spawned measuring child to be at work
+    while time.time() < deadline and proc.poll() is None:  # wait for the spawned measuring child to be at work
         kids = [c for c in psutil.Process(proc.pid).children(recursive=True) if "python" in c.name().lower()]
         busy = [c for c in kids if c.cpu_times().user > 1.0]
         if busy:
             return proc, busy[0]
         time.sleep(0.5)
     proc.kill()
-    pytest.fail("the measuring child never started")
+    pytest.fail(f"the measuring child never started: {proc.communicate()[1][-2000:]}")
 
 
 def gone(p: psutil.Process, within: float) -> bool:
@@ -60,3 +61,51 @@ def test_kill_9_of_the_parent_leaves_no_child(tmp_path):
     proc.kill()
     proc.communicate(timeout=30)
     assert gone(child, 3)
+
+
+# -- bad input that used to slip through (issue 11's table) ------------------------------
+
+def test_protocol_values_are_checked(bench_cfg):
+    from harness.config import ConfigError
+    from harness.runner import run
+
+    with pytest.raises(ConfigError, match="runner.max_iters=0 must be >= 1"):
+        run(bench_cfg(**{"runner.max_iters": 0}), quiet=True)
+    with pytest.raises(ConfigError, match="and >= runner.min_iters=50"):
+        run(bench_cfg(**{"runner.min_iters": 50, "runner.max_iters": 10}), quiet=True)
+    with pytest.raises(ConfigError, match="runner.min_time_s=-1"):
+        run(bench_cfg(**{"runner.min_time_s": -1.0}), quiet=True)
+
+
+def test_onnx_model_without_a_path_says_how_to_give_one():
+    from ios_core.ir import GraphError
+    from ios_core.models import build_model
+
+    with pytest.raises(GraphError, match=r"model=onnx needs the file: add \+model.params.path="):
+        build_model("onnx")
+
+
+def test_a_schedule_file_holding_a_list_is_refused(tmp_path):
+    from ios_core.schedule import Schedule, ScheduleError
+
+    p = tmp_path / "s.json"
+    p.write_text("[1, 2]")
+    with pytest.raises(ScheduleError, match="the file holds a JSON list"):
+        Schedule.load(p)
+
+
+def test_ios_store_follows_the_results_dir(bench_cfg, tmp_path):
+    from harness.runner import run
+
+    rec = run(bench_cfg(**{"backend.name": "ios", "backend.cost_model": "analytic", "backend.progress": False}),
+              quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert Path(rec["params"]["schedule_path"]).is_relative_to(tmp_path / "results" / "schedules")
+
+
+def test_upload_hint_names_a_custom_results_dir(tmp_path):
+    from harness.tracking import upload_command
+
+    assert upload_command(tmp_path) == f"python -m harness.upload --results-dir {tmp_path.resolve()}"
+    from harness.config import TrackingConfig
+    assert upload_command(TrackingConfig.results_dir) == "python -m harness.upload"

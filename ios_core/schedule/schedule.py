@@ -125,6 +125,9 @@ class Schedule:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Schedule:
+        if not isinstance(d, dict):
+            raise ScheduleError(f"not an ios_core schedule: the file holds a JSON {type(d).__name__}, "
+                                f"not an object with \"format\": {FORMAT!r}")
         if d.get("format") != FORMAT:
             raise ScheduleError(f"not an ios_core schedule (format {d.get('format')!r}, expected {FORMAT!r})")
         try:
