@@ -15,6 +15,7 @@ from typing import Any
 from .config import REPO_ROOT, BenchConfig, ConfigError
 
 _failures: list[str] = []
+GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 
 
 def _print_backends() -> None:
@@ -64,6 +65,19 @@ def main(argv: list[str] | None = None) -> None:
         argv.remove("--debug")
         os.environ["HYDRA_FULL_ERROR"] = "1"
         os.environ["HARNESS_DEBUG"] = "1"
+    for arg in argv:  # a config group takes a plain name: never a path out of conf/
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key in GROUPS and ("/" in value or ".." in value or "\\" in value):
+            print(f"error: {key}={value!r} is not a {key} name: use a plain name (see conf/{key}/), "
+                  f"not a path", file=sys.stderr)
+            sys.exit(2)
+        if key == "tracking.results_dir":  # Hydra writes its own logs there before any check of ours
+            from .runner import check_results_dir
+            try:
+                check_results_dir(value)
+            except ConfigError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                sys.exit(2)
     if "--list-backends" in argv:
         _print_backends()
         return

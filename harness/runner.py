@@ -5,15 +5,18 @@ process, writes the JSON record, then logs it to MLflow."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from .clocks import ClockLock, load_nvml
-from .config import BenchConfig, validate
+from .config import BenchConfig, ConfigError, validate
 from .config import ClockLock as LockMode
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
@@ -34,14 +37,41 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     if isinstance(cfg, dict):  # from Python: apply the schema and the backend's dataclass defaults
         cfg = dict(cfg)
         name = cfg.get("backend", {}).get("name", "pytorch")
+        _check_backend_keys(get_backend(name), cfg.get("backend", {}).keys())
         cfg["backend"] = OmegaConf.merge(OmegaConf.structured(get_backend(name).config_class(name=name)),
                                          cfg.get("backend", {}))
         cfg = OmegaConf.merge(OmegaConf.structured(BenchConfig), cfg)
     elif not isinstance(cfg, DictConfig):
         cfg = OmegaConf.structured(cfg)
     validate(cfg)
-    get_backend(str(cfg.backend.name)).check_config(cfg.backend)
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
+    backend_cls = get_backend(str(cfg.backend.name))
+    _check_backend_keys(backend_cls, cfg.backend.keys())
+    backend_cls.check_config(cfg.backend)
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    check_results_dir(plain["tracking"]["results_dir"])  # type: ignore[index]
+    return plain  # type: ignore[return-value]
+
+
+def _check_backend_keys(backend_cls, keys) -> None:
+    """`+backend.mdoe=x` slips past Hydra's schema: a key the backend does not declare is refused."""
+    known = {f.name for f in dataclasses.fields(backend_cls.config_class)}
+    unknown = sorted(set(map(str, keys)) - known)
+    if unknown:
+        raise ConfigError(f"backend.{unknown[0]} is not an option of backend {backend_cls.name!r}; "
+                          f"its options: {', '.join(sorted(known - {'name'}))}")
+
+
+def check_results_dir(path: str) -> None:
+    """Fail before any work when the results folder cannot be written."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"tracking.results_dir={path} cannot be written ({exc.strerror or exc}); "
+                          f"choose a writable folder") from None
 
 
 def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> dict[str, Any]:

@@ -109,3 +109,24 @@ def test_upload_hint_names_a_custom_results_dir(tmp_path):
     assert upload_command(tmp_path) == f"python -m harness.upload --results-dir {tmp_path.resolve()}"
     from harness.config import TrackingConfig
     assert upload_command(TrackingConfig.results_dir) == "python -m harness.upload"
+
+
+def test_an_undeclared_backend_key_is_refused(bench_cfg):
+    from harness.config import ConfigError
+    from harness.runner import run
+
+    with pytest.raises(ConfigError, match=r"backend.mdoe is not an option of backend 'pytorch'; its options: .*mode"):
+        run(bench_cfg(**{"backend.mdoe": "x"}), quiet=True)
+
+
+def test_cli_refuses_typos_paths_and_unwritable_results(tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "harness", "model=sample", "device=cpu", "runner=quick",
+                               "tracking=off", *args], capture_output=True, text=True, timeout=120)
+    out = cli("+backend.mdoe=x", f"tracking.results_dir={tmp_path}")
+    assert out.returncode == 2 and "error: backend.mdoe is not an option" in out.stderr
+    out = cli("model=../../../tmp/x")
+    assert out.returncode == 2 and "error: model='../../../tmp/x' is not a model name" in out.stderr
+    out = cli("tracking.results_dir=/proc/nope")
+    assert out.returncode == 2 and "error: tracking.results_dir=/proc/nope cannot be written" in out.stderr
+    assert "Traceback" not in out.stderr
