@@ -101,8 +101,16 @@ class Tracker:
             tags["harness.sweep_id"] = sweep
         if record.get("error"):
             tags["harness.error"] = record["error"][:5000]
-        run = self.client.create_run(self.experiment_id, run_name=record.get("run_name"), tags=tags)
-        rid = run.info.run_id
+        # idempotent: a retry (store failed half-way, upload run twice) completes the run it
+        # created before instead of adding another
+        found = self.client.search_runs([self.experiment_id], f"tags.`harness.record_id` = '{record['run_id']}'",
+                                        max_results=1)
+        if found:
+            rid = found[0].info.run_id
+            for k, v in tags.items():
+                self.client.set_tag(rid, k, v)
+        else:
+            rid = self.client.create_run(self.experiment_id, run_name=record.get("run_name"), tags=tags).info.run_id
         params = flatten(record["config"])
         params.update({f"backend_out.{k}": str(v)[:MAX_PARAM_LEN] for k, v in record.get("params", {}).items()})
         plist = [Param(k[:250], v) for k, v in params.items()]

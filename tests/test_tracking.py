@@ -80,3 +80,16 @@ def test_sweep_records_get_a_parent_on_upload(bench_cfg, tmp_path):
     runs = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
     parents = [r for r in runs if r.data.tags.get("harness.parent") == "true"]
     assert len(parents) == 1 and len(runs) == 3
+
+
+def test_delivering_a_record_twice_keeps_one_run(bench_cfg, tmp_path):
+    from harness.tracking import Tracker, default_uri
+
+    rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
+    uri = default_uri(tmp_path / "results")
+    again = Tracker(uri, rec["tracking"]["experiment"]).log(rec)  # a retry after a half-done upload
+    assert again == rec["mlflow_run_id"]
+    client = mlflow.tracking.MlflowClient(uri)
+    exp = client.get_experiment_by_name(rec["tracking"]["experiment"])
+    runs = client.search_runs([exp.experiment_id], f"tags.`harness.record_id` = '{rec['run_id']}'")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
