@@ -124,12 +124,27 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
     save_record(record, tr["results_dir"], pending=tr["enabled"])
     deliver(record, tr["results_dir"])
     if interrupted is not None:
+        if sweep and tr["enabled"]:
+            close_sweep_parent(tracking, "KILLED")  # Hydra skips its end-of-sweep callback on Ctrl-C
         print(f"interrupted: {record['run_name']} stopped by {interrupted}; its record is kept "
               f"(status KILLED) under {tr['results_dir']}/records", file=sys.stderr, flush=True)
         raise SystemExit(128 + interrupted.signum)
     if not quiet:
         print(line, file=sys.stdout if outcome.ok else sys.stderr, flush=True)
     return record
+
+
+def close_sweep_parent(tracking: dict[str, Any], status: str) -> None:
+    """End a sweep's parent run (never left RUNNING); a store that is down is not an error here."""
+    from .tracking import Tracker, mlflow_available
+
+    if not mlflow_available() or not tracking.get("sweep_id"):
+        return
+    try:
+        t = Tracker(tracking["uri"], tracking["experiment"])
+        t.client.set_terminated(t.parent_run(tracking["sweep_id"], tracking.get("sweep_name", "")), status)
+    except Exception:  # the children's records are kept; an upload creates and closes the parent later
+        pass
 
 
 @contextlib.contextmanager

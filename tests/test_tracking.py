@@ -93,3 +93,15 @@ def test_delivering_a_record_twice_keeps_one_run(bench_cfg, tmp_path):
     exp = client.get_experiment_by_name(rec["tracking"]["experiment"])
     runs = client.search_runs([exp.experiment_id], f"tags.`harness.record_id` = '{rec['run_id']}'")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+
+
+def test_an_interrupted_sweep_closes_its_parent_run(tmp_path):
+    from harness.runner import close_sweep_parent
+    from harness.tracking import Tracker, default_uri
+
+    tracking = {"uri": default_uri(tmp_path), "experiment": "harness", "sweep_id": "abc123", "sweep_name": "sweep x"}
+    t = Tracker(tracking["uri"], "harness")
+    parent = t.parent_run("abc123", "sweep x")
+    assert t.client.get_run(parent).info.status == "RUNNING"
+    close_sweep_parent(tracking, "KILLED")
+    assert t.client.get_run(parent).info.status == "KILLED"
