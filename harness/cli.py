@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> None:
         argv.remove("--debug")
         os.environ["HYDRA_FULL_ERROR"] = "1"
         os.environ["HARNESS_DEBUG"] = "1"
+    from .plugins import ALIASES
+
+    # `backend=null` would reach Hydra as "no value": old names are rewritten to the new ones
+    argv = [f"backend={ALIASES[a.split('=', 1)[1]]}" if a.startswith("backend=") and a.split("=", 1)[1] in ALIASES
+            else a for a in argv]
     for arg in argv:  # a config group takes a plain name: never a path out of conf/
         key, _, value = arg.lstrip("+~").partition("=")
         if key in GROUPS and ("/" in value or ".." in value or "\\" in value):

@@ -15,6 +15,8 @@ from .backend import Backend, BackendError
 from .hookspecs import PROJECT
 
 ENTRY_POINT_GROUP = "harness.backends"
+#: old names still accepted (``null`` reads as "no value" in YAML and Hydra overrides)
+ALIASES = {"null": "overhead"}
 
 
 @cache
@@ -40,6 +42,7 @@ def backends() -> dict[str, type[Backend]]:
 
 
 def get_backend(name: str) -> type[Backend]:
+    name = ALIASES.get(name, name)
     try:
         return backends()[name]
     except KeyError:

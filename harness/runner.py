@@ -36,7 +36,8 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     """Any config form (BenchConfig, DictConfig, dict) -> a validated plain dict."""
     if isinstance(cfg, dict):  # from Python: apply the schema and the backend's dataclass defaults
         cfg = dict(cfg)
-        name = cfg.get("backend", {}).get("name", "pytorch")
+        name = get_backend(cfg.get("backend", {}).get("name", "pytorch")).name  # aliases resolved
+        cfg["backend"] = {**cfg.get("backend", {}), "name": name}
         _check_backend_keys(get_backend(name), cfg.get("backend", {}).keys())
         cfg["backend"] = OmegaConf.merge(OmegaConf.structured(get_backend(name).config_class(name=name)),
                                          cfg.get("backend", {}))

@@ -130,3 +130,12 @@ def test_cli_refuses_typos_paths_and_unwritable_results(tmp_path):
     out = cli("tracking.results_dir=/proc/nope")
     assert out.returncode == 2 and "error: tracking.results_dir=/proc/nope cannot be written" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("name", ["overhead", "null"])
+def test_overhead_backend_by_name_and_by_its_old_name(tmp_path, name):
+    out = subprocess.run([sys.executable, "-m", "harness", "model=sample", "device=cpu", "runner=quick",
+                          "tracking=off", f"backend={name}", f"tracking.results_dir={tmp_path}"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert "Optimization: Overhead" in out.stdout
