@@ -59,6 +59,21 @@ def _task(cfg: Any) -> str:
     return record["status"]
 
 
+def hydra_error_line(exc: BaseException) -> str:
+    """Hydra's multi-line composition errors as one line that keeps the valid choices."""
+    text = str(exc).strip()
+    if "Available options in" in text:
+        head = text.splitlines()[0].replace("In 'config': ", "")
+        listing = text.split("Available options in", 1)[1].split("Config search path", 1)[0]
+        opts = [x.strip() for x in listing.splitlines()[1:] if x.startswith("\t")]
+        return f"{head}; choose one of: {', '.join(opts)}"
+    line = text.splitlines()[0] if text else type(exc).__name__
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause).strip():
+        line = f"{line}: {str(cause).strip().splitlines()[0]}"
+    return line
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--debug" in argv:
@@ -95,7 +110,15 @@ def main(argv: list[str] | None = None) -> None:
     register_configs()
     sys.argv = [sys.argv[0], *argv]
     app = hydra.main(version_base="1.3", config_path=str(REPO_ROOT / "conf"), config_name="config")(_task)
-    app()
+    debug = bool(os.environ.get("HARNESS_DEBUG"))
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing its own report
+    try:
+        app()
+    except Exception as exc:  # composition errors (typos, bad values): one line, exit 2
+        if debug:
+            raise
+        print(f"error: {hydra_error_line(exc)} (--debug for the full traceback)", file=sys.stderr)
+        sys.exit(2)
     if _failures:
         print(f"{len(_failures)} run(s) failed", file=sys.stderr)
         sys.exit(1)

@@ -15,6 +15,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ios_core.ir import GraphError
+from ios_core.models import check_params
+
 from .clocks import ClockLock, load_nvml
 from .config import BenchConfig, ConfigError, validate
 from .config import ClockLock as LockMode
@@ -50,6 +53,11 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     backend_cls.check_config(cfg.backend)
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     check_results_dir(plain["tracking"]["results_dir"])  # type: ignore[index]
+    model = plain["model"]  # type: ignore[index]
+    try:
+        check_params(model["name"], model.get("params") or {})
+    except GraphError as exc:
+        raise ConfigError(str(exc)) from None
     return plain  # type: ignore[return-value]
 
 

@@ -105,11 +105,14 @@ def test_isolated_success_returns_metrics(bench_cfg):
 
 @pytest.mark.parametrize("args,rc,message", [
     (["batch=0"], 2, "error: batch=0 is invalid: the batch size must be a positive integer"),
-    (["batch=abc"], 1, "Value 'abc' of type 'str' could not be converted to Integer"),
-    (["model=vgg"], 1, "Could not find 'model/vgg'"),
-    (["backend=nope"], 1, "Available options in 'backend'"),
-    (["backend.mdoe=x"], 1, "Key 'mdoe' not in 'PyTorchConfig'"),
-    (["precision=fp8"], 1, "Invalid value 'fp8', expected one of [fp32, tf32, fp16, bf16]"),
+    (["batch=abc"], 2, "error: Error merging override batch=abc: Value 'abc' of type 'str' could not be converted "
+                       "to Integer (--debug for the full traceback)"),
+    (["model=vgg"], 2, "error: Could not find 'model/vgg'; choose one of: inception_v3, nasnet, onnx, randwire"),
+    (["backend=nope"], 2, "error: Could not find 'backend/nope'; choose one of: "),
+    (["backend.mdoe=x"], 2, "Key 'mdoe' not in 'PyTorchConfig'"),
+    (["+backend.mdoe=x"], 2, "error: backend.mdoe is not an option of backend 'pytorch'; its options: "),
+    (["precision=fp8"], 2, "Invalid value 'fp8', expected one of [fp32, tf32, fp16, bf16]"),
+    (["+model.params.image_size=abc"], 2, "error: model 'squeezenet': parameter image_size='abc' must be int"),
     (["device.clock=fast"], 2, "device.clock='fast' is invalid"),
 ])
 def test_cli_config_errors(args, rc, message):
@@ -117,6 +120,7 @@ def test_cli_config_errors(args, rc, message):
     assert res.returncode == rc
     assert message in res.stderr + res.stdout
     assert "Traceback" not in res.stderr
+    assert len([x for x in res.stderr.splitlines() if x.strip()]) == 1  # one line, not Hydra's report
 
 
 def test_cli_list_backends():

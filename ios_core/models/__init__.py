@@ -50,15 +50,27 @@ def get_builder(name: str) -> Callable[..., Graph]:
         raise GraphError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}") from None
 
 
-def build_model(name: str, **params) -> Graph:
-    """Build a zoo model by name; unknown parameters are an error that lists valid ones."""
-    builder = get_builder(name)
+def check_params(name: str, params: dict) -> None:
+    """Unknown parameters and wrong types are errors that name the parameter and the valid
+    ones; checked before any work (the harness calls this in the parent process)."""
     valid = model_params(name)
     bad = sorted(set(params) - set(valid))
     if bad:
         raise GraphError(f"model {name!r} has no parameter {', '.join(bad)}; valid: {', '.join(valid)}")
+    for key, value in params.items():
+        default = valid[key]
+        if default is None or default is inspect.Parameter.empty:
+            continue
+        want = type(default)
+        exact = isinstance(value, want) and not (want is int and isinstance(value, bool))
+        widened = want is float and isinstance(value, int) and not isinstance(value, bool)
+        if not (exact or widened):
+            raise GraphError(f"model {name!r}: parameter {key}={value!r} must be {want.__name__} "
+                             f"(like its default {default!r})")
+
+
+def build_model(name: str, **params) -> Graph:
+    """Build a zoo model by name; unknown parameters are an error that lists valid ones."""
+    builder = get_builder(name)
+    check_params(name, params)
     return builder(**params)
-
-
-__all__ = ["MODELS", "PAPER_MODELS", "build_model", "get_builder", "inception_v3", "model_params", "nasnet",
-           "randwire", "resnet50", "sample", "squeezenet"]
