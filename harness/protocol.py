@@ -10,6 +10,7 @@ once the median's 95% CI is tight enough, or at max time -> statistics.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -136,6 +137,14 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
         abs_err, rel = relative_error(got, ref)
         metrics.update(max_abs_error=abs_err, max_rel_error=rel)
         tol = TOLERANCE[precision]
+        if cfg["model"]["name"] == "onnx":  # the file's weights may wash the input out (zoo weights do not)
+            blind = reference_forward(graph, np.zeros_like(x[:k]))
+            sens = float(np.abs(ref - blind).max() / max(float(np.abs(ref).max()), 1e-12))
+            metrics["check_input_sensitivity"] = sens
+            if sens < tol:
+                warnings.warn(f"the correctness check cannot see the input: this model's output changes by only "
+                              f"{sens:.2g} (relative) when the input is replaced by zeros, under the {precision} "
+                              f"tolerance {tol:g}; a backend that mangled its input would pass", stacklevel=1)
         if rel > tol:
             raise CorrectnessError(f"output mismatch: relative error {rel:.3g} exceeds the {precision} tolerance "
                                    f"{tol:g} (max abs error {abs_err:.3g})")
