@@ -31,16 +31,17 @@ def test_export_matches_onnxruntime_and_reimports(name):
     assert rel_err(reference_forward(g2, x), ref) < 1e-12
 
 
-@pytest.mark.parametrize("arch,size", [("resnet18", 64), ("squeezenet1_1", 64), ("googlenet", 64),
-                                       ("inception_v3", 96)])
-def test_torchvision_models_import(arch, size, tmp_path):
+@pytest.mark.parametrize("arch,size,dynamo", [("resnet18", 64, True), ("squeezenet1_1", 64, True),
+                                              ("googlenet", 64, True), ("inception_v3", 96, True),
+                                              ("resnet18", 64, False), ("squeezenet1_0", 64, False)])
+def test_torchvision_models_import(arch, size, dynamo, tmp_path):
     models = import_torchvision_models()
     torch.manual_seed(0)
     kw = {"aux_logits": False, "init_weights": True} if arch in ("googlenet", "inception_v3") else {}
     net = getattr(models, arch)(**kw).eval()
     x = np.random.default_rng(0).standard_normal((1, 3, size, size)).astype(np.float32)
     path = tmp_path / f"{arch}.onnx"
-    torch.onnx.export(net, (torch.from_numpy(x),), str(path), dynamo=True, verbose=False)
+    torch.onnx.export(net, (torch.from_numpy(x),), str(path), dynamo=dynamo, verbose=False)  # both exporters
     g = import_onnx(path)
     assert g.output_shape == (1000, 1, 1)
     ref = reference_forward(g, x)
@@ -102,3 +103,15 @@ def test_onnx_zoo_entry(tmp_path):
     g2 = build_model("onnx", path=str(tmp_path / "s.onnx"))
     x = seeded_input(g, 1)
     assert rel_err(reference_forward(g2, x), reference_forward(g, x)) < 1e-12
+
+
+def test_identity_on_an_initializer_as_the_legacy_exporter_writes_it():
+    # torch.onnx.export(dynamo=False) shares folded weights through Identity nodes on initializers
+    rng = np.random.default_rng(1)
+    inits = {"w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "b": rng.standard_normal(4).astype(np.float32)}
+    model = _model([helper.make_node("Identity", ["b"], ["b2"], name="share"),
+                    helper.make_node("Conv", ["x", "w", "b2"], ["y"], pads=[1, 1, 1, 1], name="conv")], inits)
+    g = import_onnx(model)
+    assert g.num_units() == 1
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    assert rel_err(reference_forward(g, x), run_ort(model, x)) < 1e-5

@@ -333,6 +333,9 @@ class _Importer:
         self._linear(n, n.input[0], self.const(n, 1).T, None)
 
     def op_Identity(self, n, a):
+        if n.input[0] in self.consts:  # torch's legacy exporter shares folded weights this way
+            self.consts[n.output[0]] = self.consts[n.input[0]]
+            return
         self._alias(n.output[0], n.input[0])
 
     def op_Dropout(self, n, a):
