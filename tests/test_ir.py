@@ -64,8 +64,10 @@ def test_seeded_weights_reproducible():
     a, b, c = small_graph(), small_graph(), GraphBuilder("t", (8, 9, 9))
     np.testing.assert_array_equal(a.node("1").weight, b.node("1").weight)
     assert a.node("1").weight.dtype == np.float32
-    bound = 1 / np.sqrt(8 * 9)
-    assert np.abs(a.node("1").weight).max() <= bound
+    bound = np.sqrt(6 / (8 * 9))  # He-uniform before a ReLU
+    w, bias = a.node("1").weight, a.node("1").bias
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound
+    assert np.abs(bias).max() <= 0.01
     assert not np.array_equal(small_graph().init_weights(1).node("1").weight, a.node("1").weight)
     del c
 

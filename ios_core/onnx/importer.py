@@ -96,6 +96,13 @@ class _Importer:
             raise self.error(node, f"input {name!r} must be a constant (initializer)")
         return self.consts[name]
 
+    def required(self, node: onnx.NodeProto, idx: int) -> np.ndarray:
+        """A constant input the operator cannot do without."""
+        value = self.const(node, idx)
+        if value is None:
+            raise self.error(node, f"input {idx} is missing ({node.op_type} needs it)")
+        return value
+
     def sole_consumer(self, tensor: str) -> bool:
         return self.uses.get(tensor, 0) == 1
 
@@ -127,8 +134,12 @@ class _Importer:
             handler(n, _attrs(n))
         if len(g.output) != 1:
             raise OnnxImportError(f"expected one graph output, found {len(g.output)}")
+        if not g.node:
+            raise OnnxImportError("the model has no operators")
         out = self.expr(g.node[-1], g.output[0].name)
         last = self.materialize(out)
+        if not self.nodes:
+            raise OnnxImportError("the model computes nothing: its output is its input")
         if last.begin != 0 or last.end != self.shapes[last.node][0] or self.nodes[-1].name != last.node:
             node = Identity(name=self.new_name(), inputs=[[last]])
             self.add(node, g.output[0].name)
@@ -143,7 +154,7 @@ class _Importer:
 
     def op_Conv(self, n, a):
         x = self.expr(n, n.input[0])
-        w = self.const(n, 1)
+        w = self.required(n, 1)
         b = self.const(n, 2)
         if len(w.shape) != 4:
             raise self.error(n, f"only 2-D convolutions are supported (weight shape {w.shape})")
@@ -162,7 +173,7 @@ class _Importer:
         conv = self.producer.get(n.input[0])
         if not isinstance(conv, Conv) or conv.act != "identity" or not self.sole_consumer(n.input[0]):
             raise self.error(n, "BatchNormalization is supported only right after a Conv it can fold into")
-        gamma, beta, mean, var = (self.const(n, i).astype(np.float64) for i in range(1, 5))
+        gamma, beta, mean, var = (self.required(n, i).astype(np.float64) for i in range(1, 5))
         scale = gamma / np.sqrt(var + float(a.get("epsilon", 1e-5)))
         conv.weight = (conv.weight * scale[:, None, None, None]).astype(np.float32)
         conv.bias = ((conv.bias - mean) * scale + beta).astype(np.float32)
@@ -220,7 +231,7 @@ class _Importer:
     def op_ReduceMean(self, n, a):
         axes = a.get("axes")
         if axes is None and len(n.input) > 1:
-            axes = self.const(n, 1).tolist()
+            axes = self.required(n, 1).tolist()
         if sorted(int(x) % 4 for x in (axes or [])) != [2, 3]:
             raise self.error(n, f"ReduceMean is supported over the spatial axes [2, 3] only (axes {axes})")
         self.add(Pool(name=self.new_name(), inputs=self.expr(n, n.input[0]), pool_type="global_avg"),
@@ -282,7 +293,7 @@ class _Importer:
         self._flatten(n)
 
     def op_Reshape(self, n, a):
-        target = self.const(n, 1).tolist()
+        target = self.required(n, 1).tolist()
         shape = self.expr_shape(self.expr(n, n.input[0]))
         total = int(np.prod(shape))
         ok2d = len(target) == 2 and target[1] in (-1, total)
@@ -294,7 +305,7 @@ class _Importer:
 
     def _unit_axes(self, n, axes):
         if axes is None and len(n.input) > 1:
-            axes = self.const(n, 1).tolist()
+            axes = self.required(n, 1).tolist()
         rank = self.rank.get(n.input[0], 4)
         norm = [int(x) % (rank + (1 if n.op_type == "Unsqueeze" else 0)) for x in (axes or [])]
         shape = self.expr_shape(self.expr(n, n.input[0]))
@@ -323,14 +334,14 @@ class _Importer:
     def op_Gemm(self, n, a):
         if a.get("transA", 0):
             raise self.error(n, "transA=1 is not supported")
-        w = self.const(n, 1)
+        w = self.required(n, 1)
         w = w if a.get("transB", 0) else w.T
         b = self.const(n, 2)
         alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
         self._linear(n, n.input[0], alpha * w, None if b is None else beta * np.broadcast_to(b, (w.shape[0],)))
 
     def op_MatMul(self, n, a):
-        self._linear(n, n.input[0], self.const(n, 1).T, None)
+        self._linear(n, n.input[0], self.required(n, 1).T, None)
 
     def op_Identity(self, n, a):
         if n.input[0] in self.consts:  # torch's legacy exporter shares folded weights this way

@@ -135,7 +135,7 @@ class Schedule:
                        blocks=[[Stage.from_json(s) for s in b] for b in d["blocks"]],
                        algorithm=d.get("algorithm", ""), batch=int(d.get("batch", 1)), device=d.get("device", ""),
                        precision=d.get("precision", "fp32"), options=d.get("options", {}), stats=d.get("stats", {}))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a field of the wrong JSON type
             raise ScheduleError(f"malformed schedule: {type(exc).__name__}: {exc}") from None
 
     def to_json(self, path: str | Path | None = None) -> str:
