@@ -9,6 +9,7 @@ is lost. A sweep is a parent run (found or created by its sweep id) with child r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -68,14 +69,22 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri, self.experiment = uri, experiment
-        self.client = MlflowClient(tracking_uri=uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        if exp is None:  # keep a local store's artifacts beside it, not in ./mlruns of the cwd
-            loc = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri() if uri.startswith("sqlite:///") \
-                else None
-            self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
-        else:
-            self.experiment_id = exp.experiment_id
+        lock = contextlib.nullcontext()
+        if uri.startswith("sqlite:///"):  # two first runs at once: one creates the schema, the other waits
+            from filelock import FileLock
+
+            db = Path(uri[len("sqlite:///"):])
+            db.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(db) + ".lock", timeout=120)
+        with lock:
+            self.client = MlflowClient(tracking_uri=uri)
+            exp = self.client.get_experiment_by_name(experiment)
+            if exp is None:  # keep a local store's artifacts beside it, not in ./mlruns of the cwd
+                loc = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri() \
+                    if uri.startswith("sqlite:///") else None
+                self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
+            else:
+                self.experiment_id = exp.experiment_id
 
     def parent_run(self, sweep_id: str, name: str) -> str:
         """Find or create the parent run of a sweep (idempotent across jobs and uploads)."""

@@ -105,3 +105,19 @@ def test_an_interrupted_sweep_closes_its_parent_run(tmp_path):
     assert t.client.get_run(parent).info.status == "RUNNING"
     close_sweep_parent(tracking, "KILLED")
     assert t.client.get_run(parent).info.status == "KILLED"
+
+
+def test_two_first_runs_on_a_new_store_both_log(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from harness.tracking import Tracker; "
+            "t = Tracker(sys.argv[1], 'harness'); r = t.client.create_run(t.experiment_id); print(r.info.run_id)")
+    uri = f"sqlite:///{tmp_path}/new/mlflow.db"
+    procs = [subprocess.Popen([sys.executable, "-c", code, uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-800:] for o in outs]
+    client = mlflow.tracking.MlflowClient(uri)
+    exp = client.get_experiment_by_name("harness")
+    assert len(client.search_runs([exp.experiment_id])) == 2
