@@ -139,3 +139,13 @@ def test_overhead_backend_by_name_and_by_its_old_name(tmp_path, name):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-1500:]
     assert "Optimization: Overhead" in out.stdout
+
+
+def test_too_small_an_image_names_the_minimum():
+    from ios_core.ir import GraphError
+    from ios_core.models import build_model
+
+    with pytest.raises(GraphError, match=r"model 'inception_v3' needs image_size >= 75$"):
+        build_model("inception_v3", image_size=16)
+    with pytest.raises(GraphError, match=r"model 'squeezenet' needs image_size >= 29$"):
+        build_model("squeezenet", image_size=16)

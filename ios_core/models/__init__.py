@@ -73,4 +73,28 @@ def build_model(name: str, **params) -> Graph:
     """Build a zoo model by name; unknown parameters are an error that lists valid ones."""
     builder = get_builder(name)
     check_params(name, params)
-    return builder(**params)
+    try:
+        return builder(**params)
+    except GraphError as exc:
+        if "too small" not in str(exc) or "image_size" not in params:
+            raise
+        raise GraphError(f"{exc}: model {name!r} needs image_size >= {_smallest_size(builder, params)}") from None
+
+
+def _smallest_size(builder: Callable[..., Graph], params: dict) -> int:
+    """The least image_size the model builds at (shape errors come before weights, so fast)."""
+    def ok(size: int) -> bool:
+        try:
+            builder(**{**params, "image_size": size})
+            return True
+        except GraphError:
+            return False
+    lo, hi = int(params["image_size"]), max(2 * int(params["image_size"]), 8)
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > 4096:
+            return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
