@@ -53,6 +53,9 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     backend_cls.check_config(cfg.backend)
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     check_results_dir(plain["tracking"]["results_dir"])  # type: ignore[index]
+    if plain["device"]["type"] == "cuda":  # type: ignore[index]
+        from .protocol import resolve_device
+        resolve_device("cuda")  # no GPU: one line before any work, not a failed run
     model = plain["model"]  # type: ignore[index]
     try:
         check_params(model["name"], model.get("params") or {})

@@ -81,9 +81,15 @@ def test_missing_dependency_names_the_extra(bench_cfg):
            "pip install -e '.[tvm]'" in rec["error"]
 
 
-def test_no_gpu_is_a_clear_failure(bench_cfg):
-    rec = harness.run(bench_cfg(**{"device.type": "cuda"}), quiet=True)
-    assert rec["status"] == "FAILED" and "no CUDA GPU is available" in rec["error"]
+def test_no_gpu_is_refused_before_any_work(bench_cfg, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from harness.config import ConfigError
+    with pytest.raises(ConfigError, match="device=cuda was asked for but no CUDA GPU is available"):
+        harness.run(bench_cfg(**{"device.type": "cuda"}), quiet=True)
+    assert not (tmp_path / "results" / "records").exists()  # nothing started, nothing recorded
 
 
 @pytest.mark.parametrize("backend,message", [
