@@ -56,6 +56,11 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     if plain["device"]["type"] == "cuda":  # type: ignore[index]
         from .protocol import resolve_device
         resolve_device("cuda")  # no GPU: one line before any work, not a failed run
+    for key, path in _input_files(plain).items():  # files the child would read: checked here, before any work
+        if not Path(path).is_file():
+            raise ConfigError(f"{key}={path}: no such file")
+        if not os.access(path, os.R_OK):
+            raise ConfigError(f"{key}={path}: cannot be read (permissions)")
     model = plain["model"]  # type: ignore[index]
     try:
         check_params(model["name"], model.get("params") or {})
@@ -71,6 +76,17 @@ def _check_backend_keys(backend_cls, keys) -> None:
     if unknown:
         raise ConfigError(f"backend.{unknown[0]} is not an option of backend {backend_cls.name!r}; "
                           f"its options: {', '.join(sorted(known - {'name'}))}")
+
+
+def _input_files(plain: dict[str, Any]) -> dict[str, str]:
+    files = {}
+    params = plain["model"].get("params") or {}
+    if plain["model"]["name"] == "onnx" and params.get("path"):
+        files["model.params.path"] = str(params["path"])
+    for key, value in plain["backend"].items():
+        if key.endswith("_file") and value:
+            files[f"backend.{key}"] = str(value)
+    return files
 
 
 def check_results_dir(path: str) -> None:

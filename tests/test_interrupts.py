@@ -149,3 +149,14 @@ def test_too_small_an_image_names_the_minimum():
         build_model("inception_v3", image_size=16)
     with pytest.raises(GraphError, match=r"model 'squeezenet' needs image_size >= 29$"):
         build_model("squeezenet", image_size=16)
+
+
+def test_missing_input_files_are_refused_before_any_work(bench_cfg, tmp_path):
+    from harness.config import ConfigError
+    from harness.runner import run
+
+    with pytest.raises(ConfigError, match=r"model.params.path=/nope/x.onnx: no such file"):
+        run(bench_cfg(**{"model": {"name": "onnx", "params": {"path": "/nope/x.onnx"}}}), quiet=True)
+    with pytest.raises(ConfigError, match=r"backend.schedule_file=/nope/s.json: no such file"):
+        run(bench_cfg(**{"backend.name": "ios", "backend.schedule_file": "/nope/s.json"}), quiet=True)
+    assert not (tmp_path / "results" / "records").exists()
