@@ -22,11 +22,17 @@ class Outcome:
 
 
 class Interrupted(BaseException):
-    """The user (Ctrl-C) or the system (SIGTERM) stopped the run; ``signum`` says which."""
+    """The user (Ctrl-C) or the system (SIGTERM) stopped the run; ``signum`` says which, and
+    ``partial`` holds what the measurement had when it stopped (None if nothing yet)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, partial: dict[str, Any] | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.partial = partial
+
+
+#: set in the measuring child: the parent asks it to stop timing and report what it has
+STOP: Any = None
 
 
 def _die_with_parent() -> None:
@@ -48,7 +54,9 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
 
 
-def _child(conn, fn, arg) -> None:
+def _child(conn, fn, arg, stop=None) -> None:
+    global STOP
+    STOP = stop
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the child itself
     try:
@@ -70,7 +78,8 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
     """Call ``fn(arg)`` in a spawned process; never raises for the child's failures."""
     ctx = mp.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, fn, arg), daemon=True)
+    stop = ctx.Event()
+    proc = ctx.Process(target=_child, args=(send, fn, arg, stop), daemon=True)
     proc.start()
     send.close()
     try:
@@ -95,10 +104,19 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
         if status == "ok":
             return Outcome(True, payload)
         return Outcome(False, None, payload[0], payload[1])
-    except (KeyboardInterrupt, Interrupted):
+    except (KeyboardInterrupt, Interrupted) as exc:
+        stop.set()  # a child that is timing stops and sends what it has; one still preparing is killed
+        partial = None
+        try:
+            if recv.poll(3.0):
+                status, payload = recv.recv()
+                partial = payload if status == "ok" else None
+        except (EOFError, OSError, KeyboardInterrupt):
+            pass
         proc.kill()
         proc.join(5)
-        raise
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, partial) from None
     finally:
         recv.close()
         if proc.is_alive():

@@ -57,9 +57,13 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 def _timed_loop(prep, handle, r, sampler) -> tuple[list[float], list[float], list[float]]:
     """Warmup, then timed iterations; returns host ms, event ms, start stamps."""
     infer, sync = prep.infer, prep.synchronize
+    from . import isolation
+
+    def stopped() -> bool:  # the parent was interrupted: end now and report what was measured
+        return isolation.STOP is not None and isolation.STOP.is_set()
     t_end = time.perf_counter() + r["warmup_time_s"]
     i = 0
-    while i < r["warmup_iters"] or time.perf_counter() < t_end:
+    while (i < r["warmup_iters"] or time.perf_counter() < t_end) and not stopped():
         infer(handle)
         i += 1
     sync()
@@ -84,7 +88,7 @@ def _timed_loop(prep, handle, r, sampler) -> tuple[list[float], list[float], lis
         if events is not None:
             gpu.append(events[0].elapsed_time(events[1]))
         n, elapsed = len(host), time.perf_counter() - start
-        if n >= r["max_iters"] or elapsed >= r["max_time_s"]:
+        if n >= r["max_iters"] or elapsed >= r["max_time_s"] or stopped():
             break
         if n >= r["min_iters"] and elapsed >= r["min_time_s"] and (n % 16 == 0) and \
                 ci_rel_halfwidth(np.array(host)) <= r["ci_rel_target"]:
@@ -155,6 +159,9 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
         host, gpu, stamps = _timed_loop(prep, handle, r, sampler)
     finally:
         sampler.stop()
+    from . import isolation
+    if isolation.STOP is not None and isolation.STOP.is_set():
+        metrics["interrupted"] = 1.0  # the statistics below cover the samples taken until then
     target = float(cfg.get("_clock_target_mhz") or 0)
     mask = sampler.throttled_mask(stamps, target)
     kept = [h for h, m in zip(host, mask) if not m]

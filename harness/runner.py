@@ -146,6 +146,12 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
                             res["metrics"]["latency_median_ms"])
     else:
         record.update(status="KILLED" if interrupted else "FAILED", error=outcome.error, detail=outcome.detail)
+        partial = interrupted.partial if interrupted is not None else None
+        if partial:  # what was measured before the interrupt is kept
+            record.update(metrics=partial["metrics"], params=partial["params"], artifacts=partial["artifacts"],
+                          latencies_ms=partial["latencies_ms"], gpu_latencies_ms=partial["gpu_latencies_ms"],
+                          graph_hash=partial["graph_hash"])
+            record["tags"].update(partial["env"])
         line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
     record["summary"] = line
     record["tags"]["harness.status"] = record["status"]

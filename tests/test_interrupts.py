@@ -54,6 +54,9 @@ def test_interrupt_keeps_the_record_and_ends_the_child(tmp_path, sig, code):
     assert len(records) == 1
     rec = json.loads(records[0].read_text())
     assert rec["status"] == "KILLED" and sig.name in rec["error"]
+    # the child was timing: what it had measured is kept
+    assert rec["metrics"]["interrupted"] == 1.0 and rec["metrics"]["samples"] >= 1
+    assert len(rec["latencies_ms"]) >= 1
 
 
 def test_kill_9_of_the_parent_leaves_no_child(tmp_path):
