@@ -1,46 +1,62 @@
-"""Hydra callback: create the sweep's parent MLflow run once at sweep start (parallel
-jobs would race otherwise) and close it at the end. Cleanup that must survive Ctrl-C
-(clock reset, records) lives in our own handlers, not here."""
+"""Hydra callback: a sweep's start and end. At the start the sweep is named by its command
+(a rerun continues it), earlier sweeps whose process died are closed as KILLED, and the
+MLflow parent run is created once (parallel jobs would race otherwise). At the end the
+parent is closed FINISHED or FAILED and the table of jobs is printed. Cleanup that must
+survive Ctrl-C (clock reset, records, KILLED) lives in the runner, not here."""
 
 from __future__ import annotations
 
-import hashlib
+import json
 import warnings
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from . import sweeps
 from .tracking import Tracker, default_uri, mlflow_available
 
-
-def sweep_info_from_dir(sweep_dir: str) -> dict[str, str]:
-    path = str(Path(sweep_dir).resolve())
-    return {"sweep_id": hashlib.sha1(path.encode()).hexdigest()[:12], "sweep_name": f"sweep {Path(path).name}"}
+INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
 
 
-def _tracker(config: Any) -> Tracker | None:
+def job_sweep_info(hydra_sweep_dir: str) -> dict[str, Any]:
+    """The sweep a job belongs to, as its callback wrote it (any launcher, any process)."""
+    try:
+        return json.loads((Path(hydra_sweep_dir) / INFO_FILE).read_text())
+    except (OSError, ValueError):  # no callback ran (a custom Hydra config): a sweep of its own
+        import hashlib
+
+        path = str(Path(hydra_sweep_dir).resolve())
+        return {"sweep_id": hashlib.sha1(path.encode()).hexdigest()[:12], "sweep_name": f"sweep {Path(path).name}"}
+
+
+def _tracking(config: Any) -> dict[str, Any]:
     tr = config.tracking
-    if not tr.enabled or not mlflow_available():
-        return None
-    return Tracker(tr.uri or default_uri(tr.results_dir), tr.experiment)
+    return {"enabled": bool(tr.enabled), "uri": tr.uri or default_uri(tr.results_dir), "experiment": tr.experiment}
 
 
 class SweepCallback(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        self.info = sweep_info_from_dir(config.hydra.sweep.dir)
-        self.parent = None
+        results_dir = config.tracking.results_dir
+        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir)
+        sweeps.reap(results_dir)
+        tracking = _tracking(config)
+        info["started"] = sweeps.start(results_dir, info, tracking)["started"]
+        Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
+        (Path(config.hydra.sweep.dir) / INFO_FILE).write_text(json.dumps(info))
+        if not tracking["enabled"] or not mlflow_available():
+            return
         try:
-            tracker = _tracker(config)
-            if tracker is not None:
-                self.parent = (tracker, tracker.parent_run(self.info["sweep_id"], self.info["sweep_name"]))
+            sweeps.close_parents(results_dir)  # those of sweeps reaped above
+            Tracker(tracking["uri"], tracking["experiment"]).parent_run(
+                info["sweep_id"], info["sweep_name"], info["sweep_command"], reopen=True)
         except Exception as exc:  # store down: jobs keep records; upload creates the parent later
             warnings.warn(f"could not create the sweep's parent run ({str(exc).splitlines()[0][:200]})",
                           stacklevel=2)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        if self.parent is not None:
-            try:
-                self.parent[0].finish_parent(self.parent[1])
-            except Exception:  # nothing is lost: children and records are already stored
-                pass
+        results_dir = config.tracking.results_dir
+        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir)
+        sweeps.end(results_dir, info["sweep_id"])
+        sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
+        sweeps.print_table(results_dir, info["sweep_id"], str(config.get("sweep", {}).get("baseline", "") or ""))

@@ -39,12 +39,15 @@ def _task(cfg: Any) -> str:
     from ios_core.ir import GraphError
 
     from .backend import BackendError
-    from .callbacks import sweep_info_from_dir
+    from .callbacks import job_sweep_info
     from .runner import run
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
-    sweep = sweep_info_from_dir(hc.sweep.dir) if multirun else None
+    sweep = None
+    if multirun:
+        sweep = {**job_sweep_info(hc.sweep.dir), "job_num": hc.job.num,
+                 "job_overrides": [o for o in hc.overrides.task if not o.lstrip("+~").startswith("sweep.")]}
     try:
         record = run(cfg, sweep=sweep)
     except (ConfigError, GraphError, BackendError) as exc:
@@ -98,16 +101,23 @@ def main(argv: list[str] | None = None) -> None:
             except ConfigError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 sys.exit(2)
-    if "--list-backends" in argv:
-        _print_backends()
-        return
     import hydra
     from hydra.core.config_store import ConfigStore
 
+    from .backend import BackendError
     from .plugins import register_configs
 
-    ConfigStore.instance().store(name="bench_schema", node=BenchConfig)
-    register_configs()
+    try:
+        if "--list-backends" in argv:
+            _print_backends()
+            return
+        ConfigStore.instance().store(name="bench_schema", node=BenchConfig)
+        register_configs()
+    except BackendError as exc:  # a plugin that cannot be loaded
+        if os.environ.get("HARNESS_DEBUG"):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     sys.argv = [sys.argv[0], *argv]
     app = hydra.main(version_base="1.3", config_path=str(REPO_ROOT / "conf"), config_name="config")(_task)
     debug = bool(os.environ.get("HARNESS_DEBUG"))

@@ -79,6 +79,14 @@ class TrackingConfig:
 
 
 @dataclass
+class SweepConfig:
+    """How a multirun (``-m``) treats jobs it has finished before (see harness/sweeps.py)."""
+
+    rerun: bool = False  # measure again the jobs an earlier attempt of this sweep finished
+    baseline: str = ""  # a job's override, e.g. backend:pytorch: the table's speed-up is over that job
+
+
+@dataclass
 class BackendConfig:
     """Base of every backend's config; ``name`` selects the plugin."""
 
@@ -92,6 +100,7 @@ class BenchConfig:
     device: DeviceConfig = field(default_factory=DeviceConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     batch: int = 1
     precision: Precision = Precision.fp32
 

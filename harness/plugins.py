@@ -25,7 +25,12 @@ def plugin_manager() -> pluggy.PluginManager:
     pm.add_hookspecs(hookspecs)
     pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
     for mod in filter(None, (m.strip() for m in os.environ.get("HARNESS_PLUGINS", "").split(","))):
-        if not pm.is_registered(module := importlib.import_module(mod)):
+        try:
+            module = importlib.import_module(mod)
+        except ImportError as exc:
+            raise BackendError(f"HARNESS_PLUGINS names the module {mod!r}, which cannot be imported ({exc}); "
+                               f"fix the name or install the plugin") from None
+        if not pm.is_registered(module):
             pm.register(module, name=mod)
     return pm
 

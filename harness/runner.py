@@ -24,6 +24,7 @@ from .config import ClockLock as LockMode
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import measure
+from . import sweeps
 from .tracking import default_uri, deliver, flatten, new_record, save_record
 
 
@@ -108,8 +109,13 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
     tr = plain["tracking"]
     tracking = {"enabled": tr["enabled"], "uri": tr["uri"] or default_uri(tr["results_dir"]),
                 "experiment": tr["experiment"], **(sweep or {})}
+    run_name = f"{plain['model']['name']}-{plain['backend']['name']}-bs{plain['batch']}-{plain['precision']}"
+    if sweep and sweep.get("sweep_id") and not plain["sweep"]["rerun"]:
+        earlier = _finished_before(plain, sweep, run_name, quiet)
+        if earlier is not None:
+            return earlier
     record = new_record(plain, tracking)
-    record["run_name"] = f"{plain['model']['name']}-{plain['backend']['name']}-bs{plain['batch']}-{plain['precision']}"
+    record["run_name"] = run_name
     runner = plain["runner"]
     dev = plain["device"]
     lock = None
@@ -156,10 +162,12 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
     record["summary"] = line
     record["tags"]["harness.status"] = record["status"]
     save_record(record, tr["results_dir"], pending=tr["enabled"])
+    if sweep and sweep.get("sweep_id"):
+        sweeps.record_job(tr["results_dir"], sweep, plain, record)
     deliver(record, tr["results_dir"])
     if interrupted is not None:
-        if sweep and tr["enabled"]:
-            close_sweep_parent(tracking, "KILLED")  # Hydra skips its end-of-sweep callback on Ctrl-C
+        if sweep and sweep.get("sweep_id"):
+            sweeps.close(tr["results_dir"], tracking, "KILLED")  # Hydra skips its end-of-sweep callback
         print(f"interrupted: {record['run_name']} stopped by {interrupted}; its record is kept "
               f"(status KILLED) under {tr['results_dir']}/records", file=sys.stderr, flush=True)
         raise SystemExit(128 + interrupted.signum)
@@ -168,17 +176,21 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
     return record
 
 
-def close_sweep_parent(tracking: dict[str, Any], status: str) -> None:
-    """End a sweep's parent run (never left RUNNING); a store that is down is not an error here."""
-    from .tracking import Tracker, mlflow_available
-
-    if not mlflow_available() or not tracking.get("sweep_id"):
-        return
-    try:
-        t = Tracker(tracking["uri"], tracking["experiment"])
-        t.client.set_terminated(t.parent_run(tracking["sweep_id"], tracking.get("sweep_name", "")), status)
-    except Exception:  # the children's records are kept; an upload creates and closes the parent later
-        pass
+def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str,
+                     quiet: bool) -> dict[str, Any] | None:
+    """A rerun of a sweep skips a job that an earlier attempt finished (same config, code, device)."""
+    results_dir = plain["tracking"]["results_dir"]
+    entry = sweeps.finished_job(results_dir, sweep, plain)
+    record = sweeps.load_record(results_dir, entry["record_id"]) if entry else None
+    if record is None:
+        return None
+    sweeps.mark_reused(results_dir, sweep, plain)
+    if not quiet:
+        lat = record.get("metrics", {}).get("latency_median_ms")
+        print(f"skipped: {run_name} finished earlier in this sweep ({lat:.4g} ms, record {entry['record_id'][:8]}); "
+              f"sweep.rerun=true measures it again", flush=True)
+    record["skipped"] = True
+    return record
 
 
 @contextlib.contextmanager

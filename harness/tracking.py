@@ -86,18 +86,20 @@ class Tracker:
             else:
                 self.experiment_id = exp.experiment_id
 
-    def parent_run(self, sweep_id: str, name: str) -> str:
-        """Find or create the parent run of a sweep (idempotent across jobs and uploads)."""
+    def parent_run(self, sweep_id: str, name: str, command: str | None = None, reopen: bool = False) -> str:
+        """Find or create the parent run of a sweep (idempotent across jobs, reruns and uploads);
+        ``reopen`` marks a parent that an earlier, interrupted attempt closed as RUNNING again."""
         found = self.client.search_runs([self.experiment_id], f"tags.`harness.sweep_id` = '{sweep_id}' and "
                                                               f"tags.`harness.parent` = 'true'", max_results=1)
         if found:
-            return found[0].info.run_id
-        run = self.client.create_run(self.experiment_id, run_name=name,
-                                     tags={"harness.sweep_id": sweep_id, "harness.parent": "true"})
-        return run.info.run_id
-
-    def finish_parent(self, run_id: str) -> None:
-        self.client.set_terminated(run_id, "FINISHED")
+            rid = found[0].info.run_id
+            if reopen and found[0].info.status != "RUNNING":
+                self.client.update_run(rid, status="RUNNING")
+            return rid
+        tags = {"harness.sweep_id": sweep_id, "harness.parent": "true"}
+        if command:
+            tags.update({"harness.command": command, "mlflow.note.content": f"`{command}`"})
+        return self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
 
     def log(self, record: dict[str, Any]) -> str:
         from mlflow.entities import Metric, Param
@@ -106,7 +108,8 @@ class Tracker:
         tags["harness.record_id"] = record["run_id"]
         sweep = record["tracking"].get("sweep_id")
         if sweep:
-            tags["mlflow.parentRunId"] = self.parent_run(sweep, record["tracking"].get("sweep_name", sweep))
+            tags["mlflow.parentRunId"] = self.parent_run(sweep, record["tracking"].get("sweep_name", sweep),
+                                                         record["tracking"].get("sweep_command"))
             tags["harness.sweep_id"] = sweep
         if record.get("error"):
             tags["harness.error"] = record["error"][:5000]

@@ -1,7 +1,8 @@
 """``python -m harness.upload``: send pending JSON records to MLflow.
 
 Records stay in results/records/pending/ when the store was down or MLflow was not
-installed (the lent GPU machine); copy that folder home and run this.
+installed (the lent GPU machine); copy that folder home and run this. It also closes the
+parent runs of sweeps that ended (or whose process died) while the store was down.
 
     python -m harness.upload [--results-dir DIR] [--uri URI] [--experiment NAME]
 """
@@ -13,6 +14,7 @@ import json
 import sys
 
 from .config import TrackingConfig
+from . import sweeps
 from .tracking import deliver, mlflow_available, pending_records
 
 
@@ -38,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
             tr["experiment"] = args.experiment
         if deliver(record, args.results_dir):
             sent += 1
-    print(f"uploaded {sent} of {len(paths)} pending record(s)")
+    reaped = sweeps.reap(args.results_dir)  # sweeps whose process died: KILLED
+    closed = sweeps.close_parents(args.results_dir, args.uri, args.experiment)
+    print(f"uploaded {sent} of {len(paths)} pending record(s)"
+          + (f"; closed {closed} sweep parent run(s)" if closed else "")
+          + (f" ({len(reaped)} sweep(s) whose process had died marked KILLED)" if reaped else ""))
     return 0 if sent == len(paths) else 1
 
 

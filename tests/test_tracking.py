@@ -96,15 +96,17 @@ def test_delivering_a_record_twice_keeps_one_run(bench_cfg, tmp_path):
 
 
 def test_an_interrupted_sweep_closes_its_parent_run(tmp_path):
-    from harness.runner import close_sweep_parent
+    from harness import sweeps
     from harness.tracking import Tracker, default_uri
 
-    tracking = {"uri": default_uri(tmp_path), "experiment": "harness", "sweep_id": "abc123", "sweep_name": "sweep x"}
+    tracking = {"enabled": True, "uri": default_uri(tmp_path), "experiment": "harness", "sweep_id": "abc123",
+                "sweep_name": "sweep x"}
     t = Tracker(tracking["uri"], "harness")
     parent = t.parent_run("abc123", "sweep x")
     assert t.client.get_run(parent).info.status == "RUNNING"
-    close_sweep_parent(tracking, "KILLED")
+    sweeps.close(tmp_path, tracking, "KILLED")
     assert t.client.get_run(parent).info.status == "KILLED"
+    assert sweeps.read_state(tmp_path, "abc123")["status"] == "KILLED"
 
 
 def test_two_first_runs_on_a_new_store_both_log(tmp_path):

@@ -1,0 +1,280 @@
+"""Sweeps that survive a crash and resume.
+
+A sweep is named by its command, not by the time it started: the same overrides (in any
+order) on the same results folder give the same sweep id, so running a killed sweep's
+command again continues it. Under ``records/sweeps/<sweep_id>/`` the harness keeps
+
+- ``sweep.json``: the sweep's state (RUNNING, FINISHED, FAILED or KILLED), the process that
+  runs it and whether its MLflow parent run has been closed (``parent_closed``);
+- ``jobs/<job_key>.json``: one entry per job, written after the job's record; a rerun
+  skips a job whose entry says FINISHED with the same config, code version and device
+  (``sweep.rerun=true`` measures it again). The end-of-sweep table is read from here.
+
+A sweep whose process died (kill -9, power loss) is found by its dead pid and closed as
+KILLED by the next sweep or by ``python -m harness.upload``; a parent run is never left
+RUNNING for good.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .tracking import records_dir
+
+TERMINAL = ("FINISHED", "FAILED", "KILLED")
+
+
+def _write(path: Path, obj: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    tmp.replace(path)  # atomic: a crash never leaves half a file
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def sweep_identity(overrides: list[str], results_dir: str | Path) -> dict[str, str]:
+    """The sweep id of a command: its overrides (order-free; ``sweep.*`` options excluded, so
+    ``sweep.rerun=true`` continues the same sweep) and its results folder."""
+    kept = sorted(o for o in overrides if not o.lstrip("+~").startswith("sweep."))
+    key = "\n".join([str(Path(results_dir).resolve()), *kept])
+    command = " ".join(["python -m harness -m", *overrides])
+    shown = [o for o in kept if not o.lstrip("+~").startswith("tracking.")]
+    return {"sweep_id": hashlib.sha1(key.encode()).hexdigest()[:12], "sweep_name": f"sweep {' '.join(shown)}"[:240],
+            "sweep_command": command}
+
+
+def sweep_dir(results_dir: str | Path, sweep_id: str) -> Path:
+    return records_dir(results_dir) / "sweeps" / sweep_id
+
+
+def read_state(results_dir: str | Path, sweep_id: str) -> dict[str, Any] | None:
+    return _read(sweep_dir(results_dir, sweep_id) / "sweep.json")
+
+
+def start(results_dir: str | Path, info: dict[str, str], tracking: dict[str, Any]) -> dict[str, Any]:
+    """Mark the sweep RUNNING in this process (a rerun of a killed sweep takes it over)."""
+    state = {**(read_state(results_dir, info["sweep_id"]) or {}), **info, "status": "RUNNING", "pid": os.getpid(),
+             "host": platform.node(), "started": datetime.now(UTC).isoformat(), "ended": None,
+             "parent_closed": False, "tracking": tracking}
+    _write(sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)
+    return state
+
+
+def end(results_dir: str | Path, sweep_id: str, status: str | None = None) -> dict[str, Any] | None:
+    """Mark the sweep ended; status defaults to FAILED when any job is not FINISHED."""
+    state = read_state(results_dir, sweep_id)
+    if state is None:
+        return None
+    if status is None:
+        jobs = job_entries(results_dir, sweep_id)
+        status = "FINISHED" if all(j["status"] == "FINISHED" for j in jobs) else "FAILED"
+    state.update(status=status, ended=datetime.now(UTC).isoformat(), parent_closed=False)
+    _write(sweep_dir(results_dir, sweep_id) / "sweep.json", state)
+    return state
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process holds the pid
+        return True
+    return True
+
+
+def reap(results_dir: str | Path) -> list[str]:
+    """Sweeps marked RUNNING whose process on this host is gone are ended as KILLED."""
+    base = records_dir(results_dir) / "sweeps"
+    reaped = []
+    for path in sorted(base.glob("*/sweep.json")) if base.is_dir() else []:
+        state = _read(path)
+        if (state and state.get("status") == "RUNNING" and state.get("host") == platform.node()
+                and not _alive(int(state.get("pid", 0)))):
+            end(results_dir, state["sweep_id"], "KILLED")
+            reaped.append(state["sweep_id"])
+    return reaped
+
+
+def close_parents(results_dir: str | Path, uri: str | None = None, experiment: str | None = None) -> int:
+    """Close the MLflow parent run of every ended sweep whose parent is still open.
+    Returns how many were closed; a store that is down leaves them for a later call."""
+    from .tracking import Tracker, default_uri, mlflow_available
+
+    base = records_dir(results_dir) / "sweeps"
+    if not mlflow_available() or not base.is_dir():
+        return 0
+    closed = 0
+    for path in sorted(base.glob("*/sweep.json")):
+        state = _read(path)
+        if not state or state.get("status") not in TERMINAL or state.get("parent_closed"):
+            continue
+        tr = state.get("tracking") or {}
+        if not tr.get("enabled", True) and uri is None:
+            continue
+        try:
+            t = Tracker(uri or tr.get("uri") or default_uri(results_dir), experiment or tr.get("experiment", "harness"))
+            parent = t.parent_run(state["sweep_id"], state.get("sweep_name", ""), state.get("sweep_command"))
+            t.client.set_tag(parent, "harness.sweep_status", state["status"])
+            t.client.set_terminated(parent, state["status"])
+        except Exception:  # store down: the state stays open for the next upload
+            continue
+        state["parent_closed"] = True
+        _write(path, state)
+        closed += 1
+    return closed
+
+
+def job_key(plain: dict[str, Any]) -> str:
+    """What a job measures: its config without where results go or how the sweep runs."""
+    measured = {k: v for k, v in plain.items() if k not in ("tracking", "sweep")}
+    return hashlib.sha1(json.dumps(measured, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def code_version() -> str:
+    from .environment import git_state
+
+    g = git_state()
+    from importlib import metadata
+
+    try:
+        version = metadata.version("ios-harness")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"{version}+{g['git_commit'][:12]}" + ("-dirty" if g["git_dirty"] == "true" else "")
+
+
+def device_of_record(record: dict[str, Any]) -> str:
+    tags = record.get("tags", {})
+    if tags.get("device") == "cuda":
+        return "cuda:" + tags.get("torch_device_name", tags.get("gpu_name", "unknown"))
+    return "cpu:" + tags.get("cpu_model", "unknown")
+
+
+def current_device(plain: dict[str, Any]) -> str:
+    """The device this job would run on, named as :func:`device_of_record` names it."""
+    from .environment import cpu_model
+    from .protocol import resolve_device
+
+    kind = resolve_device(plain["device"]["type"])
+    if kind == "cuda":
+        import torch
+
+        return "cuda:" + torch.cuda.get_device_name(int(plain["device"]["index"]))
+    return "cpu:" + cpu_model()
+
+
+def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any], record: dict[str, Any]) -> None:
+    """Index a job's outcome in its sweep (after its record is saved)."""
+    metrics = record.get("metrics", {})
+    entry = {"record_id": record["run_id"], "status": record["status"], "run_name": record.get("run_name"),
+             "job_num": sweep.get("job_num"), "overrides": sweep.get("job_overrides", []),
+             "latency_median_ms": metrics.get("latency_median_ms"), "throughput_ips": metrics.get("throughput_ips"),
+             "optimization_cost_s": metrics.get("optimization_cost_s"), "error": record.get("error"),
+             "code": code_version(), "device": device_of_record(record),
+             "ended": datetime.now(UTC).isoformat()}
+    _write(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
+
+
+def finished_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any] | None:
+    """The earlier entry of this job if it FINISHED with the same code version and device."""
+    entry = _read(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json")
+    if not entry or entry.get("status") != "FINISHED" or entry.get("code") != code_version():
+        return None
+    try:
+        if entry.get("device") != current_device(plain):
+            return None
+    except Exception:  # the device cannot be named now: measure again
+        return None
+    return entry
+
+
+def mark_reused(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any]) -> None:
+    """Note in the job's entry that this attempt of the sweep reused it (shown in the table)."""
+    path = sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json"
+    entry = _read(path)
+    if entry is not None:
+        entry.update(reused_in=sweep.get("started"), job_num=sweep.get("job_num", entry.get("job_num")))
+        _write(path, entry)
+
+
+def close(results_dir: str | Path, tracking: dict[str, Any], status: str) -> None:
+    """End a sweep now (Ctrl-C, SIGTERM: Hydra skips its end-of-sweep callback) and close its parent."""
+    if read_state(results_dir, tracking["sweep_id"]) is None:  # a sweep from Python: only its parent run
+        start(results_dir, {k: tracking[k] for k in ("sweep_id", "sweep_name") if k in tracking},
+              {k: tracking.get(k) for k in ("enabled", "uri", "experiment")})
+    end(results_dir, tracking["sweep_id"], status)
+    close_parents(results_dir)
+
+
+def load_record(results_dir: str | Path, record_id: str) -> dict[str, Any] | None:
+    base = records_dir(results_dir)
+    return _read(base / f"{record_id}.json") or _read(base / "pending" / f"{record_id}.json")
+
+
+def job_entries(results_dir: str | Path, sweep_id: str) -> list[dict[str, Any]]:
+    folder = sweep_dir(results_dir, sweep_id) / "jobs"
+    entries = [e for p in sorted(folder.glob("*.json")) if (e := _read(p))] if folder.is_dir() else []
+    return sorted(entries, key=lambda e: (e.get("job_num") is None, e.get("job_num") or 0, e.get("ended") or ""))
+
+
+def normal_baseline(baseline: str) -> str:
+    """``backend:pytorch`` (no quoting needed on the command line) or ``'backend=pytorch'``."""
+    return baseline if "=" in baseline or not baseline else baseline.replace(":", "=", 1)
+
+
+def _baseline_latency(entry: dict[str, Any], entries: list[dict[str, Any]], baseline: str) -> float | None:
+    """The latency of the job that differs from ``entry`` only by taking ``baseline``'s value."""
+    baseline = normal_baseline(baseline)
+    key = baseline.split("=", 1)[0]
+    want = sorted([o for o in entry.get("overrides", []) if o.split("=", 1)[0] != key] + [baseline])
+    for other in entries:
+        if sorted(other.get("overrides", [])) == want and other.get("status") == "FINISHED":
+            return other.get("latency_median_ms")
+    return None
+
+
+def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str | None = None) -> list[list[str]]:
+    """One row per job: number, job (its overrides), status, latency, speed-up over the baseline, note."""
+    common = set.intersection(*(set(e.get("overrides", [])) for e in entries)) if len(entries) > 1 else set()
+    rows = []
+    for e in entries:
+        lat = e.get("latency_median_ms")
+        base = _baseline_latency(e, entries, baseline) if baseline and e.get("status") == "FINISHED" else None
+        note = "reused" if started and e.get("reused_in") == started else ""
+        if e.get("status") != "FINISHED" and e.get("error"):
+            note = str(e["error"]).splitlines()[0][:80]
+        varying = [o for o in e.get("overrides", []) if o not in common]  # what tells the jobs apart
+        rows.append([str(e.get("job_num", "")), " ".join(varying) or str(e.get("run_name")),
+                     e.get("status", "?"), f"{lat:.4g}" if lat is not None else "-",
+                     f"{base / lat:.2f}x" if base and lat else "-", note])
+    return rows
+
+
+def print_table(results_dir: str | Path, sweep_id: str, baseline: str = "") -> None:
+    """The end-of-sweep table on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    entries = job_entries(results_dir, sweep_id)
+    if not entries:
+        return
+    state = read_state(results_dir, sweep_id) or {}
+    table = Table(title=f"{state.get('sweep_name', 'sweep')} ({sweep_id})")
+    for col in ("#", "job", "status", "median ms", f"vs {normal_baseline(baseline)}" if baseline else "speed-up", "note"):
+        table.add_column(col, justify="right" if col in ("#", "median ms") else "left")
+    for row in table_rows(entries, baseline, state.get("started")):
+        table.add_row(*row)
+    Console(stderr=False, width=max(100, Console().width)).print(table)

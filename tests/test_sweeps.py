@@ -1,0 +1,152 @@
+"""Sweeps that survive: a rerun of the same command continues the sweep (finished jobs are
+skipped, the rest measured), a killed sweep's parent run is closed, and the end-of-sweep
+table shows every job with its speed-up over the baseline."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import harness
+import harness.upload
+from harness import sweeps
+
+mlflow = pytest.importorskip("mlflow")
+
+SWEEP = ["-m", "model=sample", "device=cpu", "runner=quick", "backend=pytorch,overhead", "batch=1,2"]
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli(tmp_path: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args, f"tracking.results_dir={tmp_path / 'r'}"],
+                          capture_output=True, text=True, timeout=600, cwd=REPO, **kw)
+
+
+def runs(tmp_path: Path) -> list:
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'r' / 'mlflow.db'}")
+    return client.search_runs([client.get_experiment_by_name("harness").experiment_id])
+
+
+def test_sweep_identity_is_the_command():
+    a = sweeps.sweep_identity(["batch=1,2", "backend=ios,pytorch"], "/x")
+    assert a["sweep_id"] == sweeps.sweep_identity(["backend=ios,pytorch", "batch=1,2", "sweep.rerun=true"],
+                                                  "/x")["sweep_id"]
+    assert a["sweep_id"] != sweeps.sweep_identity(["batch=1,2,4", "backend=ios,pytorch"], "/x")["sweep_id"]
+    assert a["sweep_id"] != sweeps.sweep_identity(["batch=1,2", "backend=ios,pytorch"], "/y")["sweep_id"]
+    assert a["sweep_name"] == "sweep backend=ios,pytorch batch=1,2"
+
+
+def test_job_key_ignores_where_results_go():
+    plain = {"model": {"name": "sample"}, "batch": 1, "tracking": {"results_dir": "/a"}, "sweep": {"rerun": False}}
+    other = {**plain, "tracking": {"results_dir": "/b"}, "sweep": {"rerun": True}}
+    assert sweeps.job_key(plain) == sweeps.job_key(other)
+    assert sweeps.job_key(plain) != sweeps.job_key({**plain, "batch": 2})
+
+
+def test_a_job_is_reused_only_with_the_same_code_and_device(bench_cfg, tmp_path, monkeypatch, capsys):
+    sweep = {"sweep_id": "s1", "sweep_name": "sweep t", "started": "t0"}
+    first = harness.run(bench_cfg(), sweep=sweep)
+    again = harness.run(bench_cfg(), sweep=sweep)
+    assert again["run_id"] == first["run_id"] and again["skipped"]
+    assert "skipped: sample-pytorch-bs1-fp32 finished earlier in this sweep" in capsys.readouterr().out
+    forced = harness.run(bench_cfg(**{"sweep.rerun": True}), sweep=sweep, quiet=True)
+    assert forced["run_id"] != first["run_id"]
+    monkeypatch.setattr(sweeps, "code_version", lambda: "other+commit")
+    assert harness.run(bench_cfg(), sweep=sweep, quiet=True)["run_id"] != forced["run_id"]
+    monkeypatch.undo()
+    monkeypatch.setattr(sweeps, "current_device", lambda plain: "cpu:another cpu")
+    assert not harness.run(bench_cfg(), sweep=sweep, quiet=True).get("skipped")
+
+
+def test_a_failed_job_is_measured_again(bench_cfg, tmp_path):
+    sweep = {"sweep_id": "s2", "sweep_name": "sweep t"}
+    failed = harness.run(bench_cfg(**{"backend.name": "test_raise"}), sweep=sweep, quiet=True)
+    assert failed["status"] == "FAILED"
+    again = harness.run(bench_cfg(**{"backend.name": "test_raise"}), sweep=sweep, quiet=True)
+    assert again["run_id"] != failed["run_id"]
+
+
+def test_table_shows_varying_overrides_and_speedup():
+    entries = [
+        {"record_id": "a", "job_num": 0, "status": "FINISHED", "latency_median_ms": 2.0,
+         "overrides": ["model=m", "backend=pytorch", "batch=1"]},
+        {"record_id": "b", "job_num": 1, "status": "FINISHED", "latency_median_ms": 0.5,
+         "overrides": ["model=m", "backend=ios", "batch=1"], "reused_in": "t0"},
+        {"record_id": "c", "job_num": 2, "status": "FAILED", "latency_median_ms": None, "error": "boom\nmore",
+         "overrides": ["model=m", "backend=tvm", "batch=1"]},
+    ]
+    rows = sweeps.table_rows(entries, "backend:pytorch", started="t0")
+    assert rows[0] == ["0", "backend=pytorch", "FINISHED", "2", "1.00x", ""]
+    assert rows[1] == ["1", "backend=ios", "FINISHED", "0.5", "4.00x", "reused"]
+    assert rows[2] == ["2", "backend=tvm", "FAILED", "-", "-", "boom"]
+
+
+def test_reap_ends_a_sweep_whose_process_died(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    info = {"sweep_id": "dead1", "sweep_name": "sweep d", "sweep_command": "python -m harness -m x=1,2"}
+    state = sweeps.start(tmp_path, info, {"enabled": True, "uri": f"sqlite:///{tmp_path}/m.db",
+                                          "experiment": "harness"})
+    state["pid"] = dead.pid
+    (sweeps.sweep_dir(tmp_path, "dead1") / "sweep.json").write_text(json.dumps(state))
+    sweeps.start(tmp_path, {**info, "sweep_id": "alive1"}, {"enabled": False})  # this process: alive
+    assert sweeps.reap(tmp_path) == ["dead1"]
+    assert sweeps.read_state(tmp_path, "dead1")["status"] == "KILLED"
+    assert sweeps.read_state(tmp_path, "alive1")["status"] == "RUNNING"
+    assert sweeps.close_parents(tmp_path) == 1
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    (parent,) = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
+    assert parent.info.status == "KILLED" and parent.data.tags["harness.command"] == info["sweep_command"]
+
+
+def test_a_sweep_killed_with_kill_9_resumes_where_it_stopped(tmp_path):
+    """kill -9 after the first job: the rerun skips it, measures the other three, keeps one
+    parent run with four children and closes it FINISHED."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *SWEEP, f"tracking.results_dir={tmp_path / 'r'}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not list((tmp_path / "r" / "records" / "sweeps").glob("*/jobs/*.json")):
+        if proc.poll() is not None:
+            pytest.fail(f"the sweep ended before it could be killed: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    done = list((tmp_path / "r" / "records" / "sweeps").glob("*/jobs/*.json"))
+    assert 1 <= len(done) < 4, "the sweep should have been killed part-way"
+    (state,) = [json.loads(p.read_text()) for p in (tmp_path / "r" / "records" / "sweeps").glob("*/sweep.json")]
+    assert state["status"] == "RUNNING"  # nobody could close it: the next attempt does
+
+    res = cli(tmp_path, *SWEEP)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("skipped: ") == len(done)
+    assert res.stdout.count("Model: sample") == 4 - len(done)
+    assert "reused" in res.stdout and res.stdout.count("FINISHED") >= 4  # the end-of-sweep table
+    all_runs = runs(tmp_path)
+    parents = [r for r in all_runs if r.data.tags.get("harness.parent") == "true"]
+    children = [r for r in all_runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(parents) == 1 and len(children) == 4
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    assert len({r.data.tags["harness.record_id"] for r in children}) == 4
+    assert all(r.info.status == "FINISHED" for r in all_runs)
+    assert parents[0].data.tags["harness.command"].startswith("python -m harness -m model=sample")
+
+
+def test_a_sweep_logged_while_the_store_was_down_is_closed_by_upload(tmp_path):
+    res = cli(tmp_path, "-m", "model=sample", "device=cpu", "runner=quick", "backend=overhead", "batch=1,2",
+              "tracking.uri=http://127.0.0.1:9")
+    assert res.returncode == 0, res.stderr[-2000:]
+    (state,) = [json.loads(p.read_text()) for p in (tmp_path / "r" / "records" / "sweeps").glob("*/sweep.json")]
+    assert state["status"] == "FINISHED" and not state["parent_closed"]
+    uri = f"sqlite:///{tmp_path}/later.db"
+    assert harness.upload.main(["--results-dir", str(tmp_path / "r"), "--uri", uri]) == 0
+    client = mlflow.tracking.MlflowClient(uri)
+    found = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
+    assert len(found) == 3 and all(r.info.status == "FINISHED" for r in found)
