@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ios_core.ir import GraphError
-from ios_core.models import check_params
+from ios_core.models import build_model, check_params
 
 from .clocks import ClockLock, load_nvml
 from .config import BenchConfig, ConfigError, validate
@@ -57,6 +57,9 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     if plain["device"]["type"] == "cuda":  # type: ignore[index]
         from .protocol import resolve_device
         resolve_device("cuda")  # no GPU: one line before any work, not a failed run
+    params = plain["model"].get("params") or {}  # type: ignore[index]
+    if plain["model"]["name"] == "onnx" and str(params.get("path") or "???") == "???":  # type: ignore[index]
+        raise ConfigError("model=onnx needs the file: add model.params.path=/abs/net.onnx")
     for key, path in _input_files(plain).items():  # files the child would read: checked here, before any work
         if not Path(path).is_file():
             raise ConfigError(f"{key}={path}: no such file")
@@ -65,6 +68,8 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     model = plain["model"]  # type: ignore[index]
     try:
         check_params(model["name"], model.get("params") or {})
+        if "image_size" in (model.get("params") or {}):  # the range (the least size that builds) is known
+            build_model(model["name"], **model["params"])  # only by building: under a second on the CPU
     except GraphError as exc:
         raise ConfigError(str(exc)) from None
     return plain  # type: ignore[return-value]

@@ -154,6 +154,19 @@ def test_too_small_an_image_names_the_minimum():
         build_model("squeezenet", image_size=16)
 
 
+def test_model_ranges_and_a_missing_onnx_path_are_checked_in_the_parent(bench_cfg, tmp_path):
+    """No child is spawned and no FAILED run recorded: ConfigError before any work."""
+    from harness.config import ConfigError
+    from harness.runner import run
+
+    cfg = bench_cfg(**{"model": {"name": "inception_v3", "params": {"image_size": 16}}, "runner.isolate": True})
+    with pytest.raises(ConfigError, match=r"needs image_size >= 75"):
+        run(cfg, quiet=True)
+    with pytest.raises(ConfigError, match=r"^model=onnx needs the file: add model.params.path="):
+        run(bench_cfg(**{"model": {"name": "onnx", "params": {"path": "???"}}}), quiet=True)
+    assert not (tmp_path / "results" / "records").exists()
+
+
 def test_missing_input_files_are_refused_before_any_work(bench_cfg, tmp_path):
     from harness.config import ConfigError
     from harness.runner import run
