@@ -39,6 +39,7 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
         info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir)
+        info["study"] = str(config.get("sweep", {}).get("study", "") or "")
         sweeps.reap(results_dir)
         tracking = _tracking(config)
         info["started"] = sweeps.start(results_dir, info, tracking)["started"]
@@ -48,8 +49,10 @@ class SweepCallback(Callback):
             return
         try:
             sweeps.close_parents(results_dir)  # those of sweeps reaped above
-            Tracker(tracking["uri"], tracking["experiment"]).parent_run(
-                info["sweep_id"], info["sweep_name"], info["sweep_command"], reopen=True)
+            t = Tracker(tracking["uri"], tracking["experiment"])
+            parent = t.parent_run(info["sweep_id"], info["sweep_name"], info["sweep_command"], reopen=True)
+            if info["study"]:
+                t.client.set_tag(parent, "harness.study", info["study"])
         except Exception as exc:  # store down: jobs keep records; upload creates the parent later
             warnings.warn(f"could not create the sweep's parent run ({str(exc).splitlines()[0][:200]})",
                           stacklevel=2)

@@ -83,6 +83,7 @@ class SweepConfig:
     """How a multirun (``-m``) treats jobs it has finished before (see harness/sweeps.py)."""
 
     rerun: bool = False  # measure again the jobs an earlier attempt of this sweep finished
+    study: str = ""  # the experiment preset that started it (conf/experiment/): picks the report's layout
     baseline: str = ""  # a job's override, e.g. backend:pytorch: the table's speed-up is over that job
 
 

@@ -145,7 +145,10 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
             lock.reset()
     plain.pop("_clock_target_mhz", None)
     record["tags"]["clock_locked"] = str(bool(record["tags"].get("clock_locked_mhz"))).lower()
-    label = plain["backend"]["name"]
+    try:  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run failed
+        label = get_backend(plain["backend"]["name"])(plain["backend"]).label()
+    except Exception:
+        label = plain["backend"]["name"]
     if outcome.ok:
         res = outcome.result
         record.update(status="FINISHED", metrics=res["metrics"], params=res["params"],
@@ -164,7 +167,7 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
                           graph_hash=partial["graph_hash"])
             record["tags"].update(partial["env"])
         line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
-    record["summary"] = line
+    record["summary"], record["label"] = line, label
     record["tags"]["harness.status"] = record["status"]
     save_record(record, tr["results_dir"], pending=tr["enabled"])
     if sweep and sweep.get("sweep_id"):
@@ -190,6 +193,8 @@ def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str
     if record is None:
         return None
     sweeps.mark_reused(results_dir, sweep, plain)
+    if (Path(results_dir) / "records" / "pending" / f"{record['run_id']}.json").exists():
+        deliver(record, results_dir)  # killed while logging it: the earlier MLflow run is completed, not doubled
     if not quiet:
         lat = record.get("metrics", {}).get("latency_median_ms")
         print(f"skipped: {run_name} finished earlier in this sweep ({lat:.4g} ms, record {entry['record_id'][:8]}); "

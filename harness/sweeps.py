@@ -128,6 +128,8 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
             t = Tracker(uri or tr.get("uri") or default_uri(results_dir), experiment or tr.get("experiment", "harness"))
             parent = t.parent_run(state["sweep_id"], state.get("sweep_name", ""), state.get("sweep_command"))
             t.client.set_tag(parent, "harness.sweep_status", state["status"])
+            if state.get("study"):
+                t.client.set_tag(parent, "harness.study", state["study"])
             t.client.set_terminated(parent, state["status"])
         except Exception:  # store down: the state stays open for the next upload
             continue

@@ -150,3 +150,27 @@ def test_a_sweep_logged_while_the_store_was_down_is_closed_by_upload(tmp_path):
     client = mlflow.tracking.MlflowClient(uri)
     found = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
     assert len(found) == 3 and all(r.info.status == "FINISHED" for r in found)
+
+
+def test_a_reused_job_whose_record_was_never_delivered_is_delivered(bench_cfg, tmp_path, monkeypatch):
+    """Killed while logging to MLflow: the rerun skips the job and completes its delivery."""
+    from harness import tracking
+    from harness.tracking import pending_records
+
+    sweep = {"sweep_id": "s3", "sweep_name": "sweep t"}
+    cfg = bench_cfg(**{"tracking.enabled": True})
+
+    def down(self, record):
+        raise ConnectionError("store down")
+    monkeypatch.setattr(tracking.Tracker, "log", down)
+    with pytest.warns(UserWarning, match="could not log"):
+        first = harness.run(cfg, sweep=sweep, quiet=True)
+    assert len(pending_records(tmp_path / "results")) == 1
+    monkeypatch.undo()
+    again = harness.run(cfg, sweep=sweep, quiet=True)
+    assert again["run_id"] == first["run_id"] and again["skipped"]
+    assert pending_records(tmp_path / "results") == []
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}")
+    found = client.search_runs([client.get_experiment_by_name("harness").experiment_id],
+                               f"tags.`harness.record_id` = '{first['run_id']}'")
+    assert len(found) == 1 and found[0].info.status == "FINISHED"

@@ -40,7 +40,8 @@ class IosBackend(Backend):
         if self.cfg["schedule_file"]:
             return "IOS-File"
         base = LABELS[str(self.cfg["schedule"])]
-        return base + ("-faithful" if self.cfg["runtime"] == "ios-faithful" else "")
+        opt = int(self.cfg.get("opt_batch", 0))
+        return base + ("-faithful" if self.cfg["runtime"] == "ios-faithful" else "") + (f"-opt{opt}" if opt else "")
 
     @property
     def store(self) -> Path:
@@ -125,7 +126,8 @@ class IosBackend(Backend):
         device_name = target.device_name()
         metrics: dict[str, float] = {}
         t = time.perf_counter()
-        path = self.schedule_path(graph, device_name, batch, precision)
+        opt_batch = int(cfg["opt_batch"]) or batch  # specialization: a schedule made for another batch size
+        path = self.schedule_path(graph, device_name, opt_batch, precision)
         if cfg["schedule_file"]:
             sched = self._load(str(cfg["schedule_file"]), graph, "backend.schedule_file")
         else:
@@ -141,9 +143,9 @@ class IosBackend(Backend):
                     if k in sched.stats:
                         metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
             else:
-                sched = self.search(graph, target, batch, precision, device_name, metrics)
+                sched = self.search(graph, target, opt_batch, precision, device_name, metrics)
                 metrics["search_reused"] = 0.0
-            sched.batch, sched.device, sched.precision = batch, device_name, precision
+            sched.batch, sched.device, sched.precision = opt_batch, device_name, precision
         metrics["search_cost_s"] = time.perf_counter() - t
         if cfg["schedule_file"]:
             path = Path(str(cfg["schedule_file"]))  # run as given; never saved where a search would be reused

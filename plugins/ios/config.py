@@ -28,6 +28,7 @@ class IosConfig(BackendConfig):
     runtime: str = "graph"  # graph, graph-stages, eager, ios-faithful
     streams: str = "chains"  # chains (follow producers, avoid false dependencies) or stage-order (group j on stream j)
     schedule_file: str = ""  # run a saved schedule instead of searching
+    opt_batch: int = 0  # search (or reuse) the schedule for this batch size and run it at the run's batch; 0: the same
     greedy_streams: int = 10
     profile: bool = False  # per-stage latencies and a timeline as artifacts
     bounds: bool = True  # critical-path and sum-of-ops bounds as metrics
@@ -47,6 +48,8 @@ def check(cfg) -> None:
     for key, allowed in choices.items():
         if str(cfg[key]) not in allowed:
             raise ConfigError(f"backend.{key}={cfg[key]!r} is invalid; choose one of: {', '.join(allowed)}")
+    if int(cfg["opt_batch"]) < 0:
+        raise ConfigError(f"backend.opt_batch={cfg['opt_batch']} must be >= 0 (0: the run's batch)")
     for key in ("r", "s", "part_size", "greedy_streams", "number", "repeat", "keep", "screen_limit"):
         if int(cfg[key]) < 1:
             raise ConfigError(f"backend.{key}={cfg[key]} must be >= 1")

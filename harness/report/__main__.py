@@ -1,0 +1,35 @@
+"""``python -m harness.report <study or sweep id>``: write a sweep's report and log it to MLflow."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..config import ConfigError, TrackingConfig
+from .build import build_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.report",
+                                 description="Tables, plots and an HTML page of a sweep: by sweep id, or the newest "
+                                             "sweep of a study (schedules, frameworks, utilization, specialization, "
+                                             "prune, batchsize, autotvm).")
+    ap.add_argument("name", help="a study (experiment preset) name or a sweep id")
+    ap.add_argument("--results-dir", default=TrackingConfig.results_dir)
+    ap.add_argument("--out", default=None, help="folder to write (default: <results-dir>/reports/<study>-<id>/)")
+    ap.add_argument("--baseline", default=None,
+                    help="the override of the speed-up baseline, e.g. backend:pytorch (default: the sweep's)")
+    ap.add_argument("--no-mlflow", action="store_true", help="do not log the report to the sweep's parent run")
+    args = ap.parse_args(argv)
+    try:
+        folder = build_report(args.name, args.results_dir, args.out, args.baseline, log=not args.no_mlflow)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {folder / 'index.html'}")
+    print((folder / "report.md").read_text().split("### IOS summary lines")[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

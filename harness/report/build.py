@@ -1,0 +1,130 @@
+"""Write a study's report: tables (Markdown, CSV), plots (PNG, SVG), the IOS summary lines
+and one self-contained HTML page, under ``results/reports/<study>-<sweep id>/``; log them as
+artifacts of the sweep's MLflow parent run."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import html
+import warnings
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import plots
+from .runs import Run, _tracker, find_sweep, load_runs
+from .tables import LAYOUTS, Layout, Table, baseline_column, build_tables
+
+
+def _devices(runs: list[Run]) -> str:
+    names = set()
+    for run in runs:
+        tags = run.record.get("tags", {})
+        if tags.get("device") == "cuda":
+            names.add(f"{tags.get('torch_device_name', 'GPU')} (driver {tags.get('gpu_driver', '?')})")
+        elif tags.get("device"):
+            names.add(f"CPU: {tags.get('cpu_model', '?')}")
+    return "; ".join(sorted(names)) or "unknown"
+
+
+def _plots(runs: list[Run], layout: Layout, tables: list[Table], baseline: str,
+           study: str) -> dict[str, tuple[bytes, str]]:
+    out: dict[str, tuple[bytes, str]] = {}
+    values = [t for t in tables if not t.title.startswith("speed-up") and "/ best" not in t.title]
+    if layout.plot == "heatmap":
+        for t in tables:
+            if "/ best in column" in t.title:
+                model = t.title.split(":", 1)[0]
+                out[f"specialization-{model}"] = plots.heatmap(t, f"{model}: latency / best for that batch size")
+    elif layout.plot == "scatter":
+        out["prune-tradeoff"] = plots.scatter(runs, layout)
+    elif layout.plot == "lines":
+        out[f"{layout.metric}-vs-{layout.rows}"] = plots.lines(values[0])
+    if layout.plot in ("bars", "scatter", "lines") and values and len(values[0].cols) > 1:
+        base = baseline_column(runs, layout, baseline)
+        out["normalised-throughput"] = plots.bars(values[0], base, layout.metric == "throughput",
+                                                  f"{study or 'sweep'}: throughput normalised to "
+                                                  f"{base or values[0].cols[0]}")
+    return out
+
+
+def build_report(name: str, results_dir: str | Path, out_dir: str | Path | None = None,
+                 baseline: str | None = None, log: bool = True) -> Path:
+    """Build the report of a sweep (by id) or of a study's newest sweep; returns its folder."""
+    state = find_sweep(results_dir, name)
+    runs = load_runs(results_dir, state)
+    study = state.get("study") or ""
+    layout = LAYOUTS.get(study, Layout())
+    if baseline is None:
+        baseline = next((str(b) for r in runs if (b := r.record.get("config", {}).get("sweep", {}).get("baseline"))),
+                        "")
+    folder = Path(out_dir) if out_dir else Path(results_dir) / "reports" / f"{study or 'sweep'}-{state['sweep_id']}"
+    folder.mkdir(parents=True, exist_ok=True)
+    tables = build_tables(runs, layout, baseline) if runs else []
+    md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
+          f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "
+          f"{sum(r.status == 'FINISHED' for r in runs)} finished. Report written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.",
+          ""]
+    for i, t in enumerate(tables):
+        md.append(t.markdown())
+        (folder / f"table{i + 1}.csv").write_text(t.csv())
+    lines = [str(r.record.get("summary", "")) for r in runs]
+    (folder / "summary.txt").write_text("\n".join(lines) + "\n")
+    md += ["### IOS summary lines", "", "```", *lines, "```", ""]
+    images: dict[str, tuple[bytes, str]] = {}
+    if tables and importlib.util.find_spec("matplotlib") is None:
+        warnings.warn("matplotlib is not installed: the report has tables but no plots; "
+                      "pip install -e '.[plots]'", stacklevel=2)
+    elif tables:
+        images = _plots(runs, layout, tables, baseline, study)
+    for key, (png, svg) in images.items():
+        (folder / f"{key}.png").write_bytes(png)
+        (folder / f"{key}.svg").write_text(svg)
+        md.append(f"![{key}]({key}.png)\n")
+    timelines = {r.label: r.record.get("artifacts", {}).get("timeline.svg") for r in runs}
+    for label, svg in timelines.items():
+        if svg:
+            (folder / f"timeline-{label}.svg").write_text(svg)
+            md.append(f"![timeline {label}](timeline-{label}.svg)\n")
+    (folder / "report.md").write_text("\n".join(md))
+    (folder / "index.html").write_text(_html(state, runs, tables, images, timelines, lines))
+    if log:
+        _log(results_dir, state, folder)
+    return folder
+
+
+def _html(state: dict[str, Any], runs: list[Run], tables: list[Table], images: dict[str, tuple[bytes, str]],
+          timelines: dict[str, str | None], lines: list[str]) -> str:
+    """One page, no outside files: tables as HTML, plots as embedded PNG."""
+    parts = [f"<h1>{html.escape(state.get('study') or 'sweep')} ({state['sweep_id']})</h1>",
+             f"<p><code>{html.escape(state.get('sweep_command', ''))}</code></p>",
+             f"<p>Device: {html.escape(_devices(runs))}. Status: {html.escape(str(state.get('status', '?')))}. "
+             f"{len(runs)} job(s).</p>"]
+    parts += [t.html() for t in tables]
+    for key, (png, _) in images.items():
+        parts.append(f"<h3>{html.escape(key)}</h3><img alt='{html.escape(key)}' "
+                     f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
+    for label, svg in timelines.items():
+        if svg:
+            parts.append(f"<h3>timeline: {html.escape(label)}</h3>" + svg[svg.find("<svg"):])
+    parts.append("<h3>IOS summary lines</h3><pre>" + html.escape("\n".join(lines)) + "</pre>")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
+             "margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}img{max-width:100%}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(state['sweep_id'])}</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def _log(results_dir: str | Path, state: dict[str, Any], folder: Path) -> None:
+    """The report as artifacts of the sweep's parent run (skipped, with a warning, when the store is down)."""
+    t = _tracker(results_dir, state)
+    if t is None:
+        return
+    try:
+        parent = t.parent_run(state["sweep_id"], state.get("sweep_name", ""), state.get("sweep_command"))
+        t.client.log_artifacts(parent, str(folder), "report")
+        if state.get("status") in ("FINISHED", "FAILED", "KILLED"):  # a parent made just now is closed too
+            t.client.set_terminated(parent, state["status"])
+    except Exception as exc:
+        warnings.warn(f"the report was written to {folder} but not logged to MLflow "
+                      f"({str(exc).splitlines()[0][:200]})", stacklevel=2)

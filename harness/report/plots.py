@@ -1,0 +1,109 @@
+"""The study's plots (matplotlib, PNG and SVG): normalised-throughput bars, specialization heat
+maps, the prune trade-off scatter, throughput against batch size."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from .runs import Run
+from .tables import Layout, Table, column
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any) -> tuple[bytes, str]:
+    png, svg = io.BytesIO(), io.StringIO()
+    fig.savefig(png, format="png", dpi=120, bbox_inches="tight")
+    fig.savefig(svg, format="svg", bbox_inches="tight")
+    _plt().close(fig)
+    return png.getvalue(), svg.getvalue()
+
+
+def bars(values: Table, base_col: str | None, higher_is_better: bool, title: str = "") -> tuple[bytes, str]:
+    """Throughput normalised to the baseline (the first column without one), grouped by row."""
+    plt = _plt()
+    base_col = base_col or values.cols[0]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(values.rows) * max(1, len(values.cols)) / 3), 4))
+    width = 0.8 / max(1, len(values.cols))
+    for j, col in enumerate(values.cols):
+        xs, ys = [], []
+        for i, row in enumerate(values.rows):
+            v, b = values.cells.get((row, col)), values.cells.get((row, base_col))
+            if isinstance(v, float) and isinstance(b, float) and v > 0 and b > 0:
+                xs.append(i + (j - (len(values.cols) - 1) / 2) * width)
+                ys.append(v / b if higher_is_better else b / v)
+        ax.bar(xs, ys, width, label=col)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(values.rows)), values.rows)
+    ax.set_ylabel(f"throughput normalised to {base_col}")
+    ax.set_title(title or f"throughput normalised to {base_col}")
+    ax.legend(fontsize=8, ncols=min(4, len(values.cols)), loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    return _save(fig)
+
+
+def heatmap(normalised: Table, title: str) -> tuple[bytes, str]:
+    """Rows (optimised for) x columns (run at); each cell over the best in its column."""
+    plt = _plt()
+    import numpy as np
+
+    data = np.array([[v if isinstance(v := normalised.cells.get((r, c)), float) else np.nan
+                      for c in normalised.cols] for r in normalised.rows])
+    fig, ax = plt.subplots(figsize=(1.2 * len(normalised.cols) + 2.5, 1.0 * len(normalised.rows) + 1.5))
+    im = ax.imshow(data, cmap="viridis_r", vmin=1.0, vmax=max(1.05, float(np.nanmax(data)) if data.size else 1.05))
+    for i in range(data.shape[0]):
+        for j in range(data.shape[1]):
+            ax.text(j, i, "-" if np.isnan(data[i, j]) else f"{data[i, j]:.2f}", ha="center", va="center",
+                    color="white" if not np.isnan(data[i, j]) and data[i, j] > 1.02 else "black")
+    ax.set_xticks(range(len(normalised.cols)), normalised.cols)
+    ax.set_yticks(range(len(normalised.rows)), normalised.rows)
+    rows_key, _, cols_key = normalised.row_name.partition(" \\ ")
+    ax.set_xlabel(f"run at ({cols_key or 'column'})")
+    ax.set_ylabel(f"optimised for ({rows_key})")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, label="latency / best in column")
+    return _save(fig)
+
+
+def scatter(runs: list[Run], layout: Layout) -> tuple[bytes, str]:
+    """Optimization cost against latency, one panel per network, a labelled point per variant."""
+    plt = _plt()
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.value("model"), []).append(run)
+    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
+    for ax, (model, group) in zip(axes[0], groups.items()):
+        for run in group:
+            cost, lat = run.metric("optimization_cost_s"), run.metric("latency_median_ms")
+            if cost is None or lat is None:
+                continue
+            ax.scatter([cost], [lat])
+            ax.annotate(column(run, runs, layout).replace("IOS-Both ", ""), (cost, lat), fontsize=8,
+                        textcoords="offset points", xytext=(4, 4))
+        ax.set_xlabel("optimization cost (s)")
+        ax.set_ylabel("median latency (ms)")
+        ax.set_title(model)
+    return _save(fig)
+
+
+def lines(values: Table) -> tuple[bytes, str]:
+    """The metric against the row key (batch size), a line per variant."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for col in values.cols:
+        pts = [(float(r), v) for r in values.rows if isinstance(v := values.cells.get((r, col)), float)]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=col)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(values.row_name)
+    ax.set_ylabel(values.title.split(": ", 1)[-1])
+    ax.set_title(values.title)
+    ax.legend(fontsize=8)
+    return _save(fig)

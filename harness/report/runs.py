@@ -1,0 +1,148 @@
+"""The runs of one sweep, from its JSON records (or from MLflow when the sweep ran elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import sweeps
+from ..config import ConfigError
+
+#: overrides whose effect the variant's label already names (IOS-Both, PyTorch-CUDAGraph, ...)
+IN_LABEL = ("backend", "backend.schedule", "backend.mode", "backend.compile_mode")
+
+
+@dataclass
+class Run:
+    """One job of a sweep: its record (or, where the record is lost, its index entry)."""
+
+    record: dict[str, Any]
+    overrides: list[str]
+
+    def override(self, key: str) -> str | None:
+        for o in self.overrides:
+            k, _, v = o.lstrip("+~").partition("=")
+            if k == key:
+                return v
+        return None
+
+    def value(self, key: str) -> str:
+        """A config value by dotted key (``model``, ``batch``, ``backend.r``), as text."""
+        if key == "model":
+            name = self.record.get("config", {}).get("model", {}).get("name", "?")
+            params = self.record.get("config", {}).get("model", {}).get("params") or {}
+            size = params.get("image_size")
+            return f"{name}@{size}" if size else str(name)
+        node: Any = self.record.get("config", {})
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            node = self.override(key)
+        return "" if node is None else str(node)
+
+    @property
+    def status(self) -> str:
+        return str(self.record.get("status", "?"))
+
+    @property
+    def label(self) -> str:
+        if self.record.get("label"):
+            return str(self.record["label"])
+        summary = str(self.record.get("summary", ""))  # older records: "... | Optimization: X | ..."
+        if "Optimization:" in summary:
+            return summary.split("Optimization:", 1)[1].split("|", 1)[0].strip()
+        return self.value("backend.name")
+
+    def metric(self, name: str) -> float | None:
+        v = self.record.get("metrics", {}).get(name)
+        return float(v) if v is not None and self.status == "FINISHED" else None
+
+    @property
+    def reason(self) -> str:
+        """Why there is no number: ``not installed: ...`` (missing software), ``not available: ...``
+        (the backend cannot run here as configured) or ``failed: ...``."""
+        error = str(self.record.get("error") or self.status).strip().splitlines()[0]
+        kind, _, text = error.partition(": ")
+        if kind == "MissingDependency":
+            return f"not installed: {text}"
+        if kind == "BackendError":  # cannot run as configured here (device, build feature)
+            return f"not available: {text}"
+        return f"failed: {text or kind}"
+
+
+def find_sweep(results_dir: str | Path, name: str) -> dict[str, Any]:
+    """A sweep's state by id, or the newest sweep of a study; the error lists what exists."""
+    base = sweeps.records_dir(results_dir) / "sweeps"
+    states = [s for p in sorted(base.glob("*/sweep.json")) if (s := sweeps._read(p))] if base.is_dir() else []
+    for s in states:
+        if s["sweep_id"] == name:
+            return s
+    of_study = sorted((s for s in states if s.get("study") == name), key=lambda s: s.get("started") or "")
+    if of_study:
+        return of_study[-1]
+    remote = _mlflow_sweep(results_dir, name)
+    if remote is not None:
+        return remote
+    known = ", ".join(f"{s['sweep_id']} ({s.get('study') or s.get('sweep_name')})" for s in states) or "none"
+    raise ConfigError(f"no sweep or study named {name!r} under {base}; sweeps there: {known}")
+
+
+def _tracker(results_dir: str | Path, state: dict[str, Any] | None = None):
+    from ..tracking import Tracker, default_uri, mlflow_available
+
+    if not mlflow_available():
+        return None
+    tr = (state or {}).get("tracking") or {}
+    uri = tr.get("uri") or default_uri(results_dir)
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():
+        return None  # never create a store just to look into it
+    try:
+        return Tracker(uri, tr.get("experiment") or "harness")
+    except Exception:
+        return None
+
+
+def _mlflow_sweep(results_dir: str | Path, name: str) -> dict[str, Any] | None:
+    """A sweep that ran elsewhere and was uploaded: its parent run, by sweep id or study."""
+    t = _tracker(results_dir)
+    if t is None:
+        return None
+    for tag in ("harness.sweep_id", "harness.study"):
+        found = t.client.search_runs([t.experiment_id], f"tags.`{tag}` = '{name}' and tags.`harness.parent` = 'true'",
+                                     order_by=["attributes.start_time DESC"], max_results=1)
+        if found:
+            tags = found[0].data.tags
+            return {"sweep_id": tags["harness.sweep_id"], "sweep_name": found[0].info.run_name,
+                    "sweep_command": tags.get("harness.command", ""), "study": tags.get("harness.study", ""),
+                    "status": found[0].info.status, "source": "mlflow",
+                    "tracking": {"uri": t.uri, "experiment": t.experiment}}
+    return None
+
+
+def load_runs(results_dir: str | Path, state: dict[str, Any]) -> list[Run]:
+    """Every job of the sweep, newest attempt of each, in job order."""
+    if state.get("source") != "mlflow":
+        runs = []
+        for entry in sweeps.job_entries(results_dir, state["sweep_id"]):
+            record = sweeps.load_record(results_dir, entry["record_id"]) or {
+                "status": entry.get("status"), "error": entry.get("error"), "run_name": entry.get("run_name"),
+                "metrics": {k: entry[k] for k in ("latency_median_ms", "throughput_ips", "optimization_cost_s")
+                            if entry.get(k) is not None}}
+            runs.append(Run(record, entry.get("overrides", [])))
+        return runs
+    t = _tracker(results_dir, state)
+    children = t.client.search_runs([t.experiment_id], f"tags.`harness.sweep_id` = '{state['sweep_id']}'",
+                                    order_by=["attributes.start_time ASC"])
+    latest: dict[str, Run] = {}
+    for child in children:
+        if child.data.tags.get("harness.parent") == "true":
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            path = t.client.download_artifacts(child.info.run_id, "record.json", tmp)
+            record = json.loads(Path(path).read_text())
+        overrides = record.get("tracking", {}).get("job_overrides", [])
+        latest[" ".join(sorted(overrides)) or record["run_id"]] = Run(record, overrides)
+    return sorted(latest.values(), key=lambda r: r.record.get("tracking", {}).get("job_num") or 0)

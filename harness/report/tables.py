@@ -1,0 +1,188 @@
+"""The paper-shaped tables of a study: a row per network (or batch size), a column per variant,
+a GeoMean row, and the speed-up over a baseline; failed and missing runs keep their reason."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+from dataclasses import dataclass, field, replace
+
+from ..sweeps import normal_baseline
+from .runs import IN_LABEL, Run
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a study is tabulated and drawn."""
+
+    rows: str = "model"  # the config key whose values are the rows
+    metric: str = "latency"  # latency or throughput
+    plot: str = "bars"  # bars, heatmap, scatter or lines
+    cols: str = ""  # a config key for the columns; empty: the variant (label and varying options)
+    per: str = ""  # one table per value of this key
+    also: tuple[str, ...] = ()  # more metrics tabulated the same way (no speed-up)
+
+
+LAYOUTS = {
+    "schedules": Layout(),
+    "frameworks": Layout(),
+    "autotvm": Layout(),
+    "utilization": Layout(),
+    "specialization": Layout(rows="backend.opt_batch", cols="batch", plot="heatmap", per="model"),
+    "prune": Layout(plot="scatter", also=("cost",)),
+    "batchsize": Layout(rows="batch", metric="throughput", plot="lines"),
+}
+
+METRICS = {"latency": ("latency_median_ms", "median latency (ms)"),
+           "throughput": ("throughput_ips", "throughput (images/s)"),
+           "cost": ("optimization_cost_s", "optimization cost (s)")}
+
+Cell = float | str  # a number, or the reason there is none
+
+
+@dataclass
+class Table:
+    title: str
+    row_name: str
+    rows: list[str]
+    cols: list[str]
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
+    digits: int = 3
+    suffix: str = ""
+    geomean: bool = True
+
+    def text(self, row: str, col: str) -> str:
+        v = self.cells.get((row, col), "missing")
+        return f"{v:.{self.digits}f}{self.suffix}" if isinstance(v, float) else v
+
+    def geomeans(self) -> dict[str, str]:
+        out = {}
+        for col in self.cols:
+            vals = [v for r in self.rows if isinstance(v := self.cells.get((r, col)), float) and v > 0]
+            star = "*" if 0 < len(vals) < len(self.rows) else ""  # over the rows that have a number
+            out[col] = (f"{math.exp(sum(map(math.log, vals)) / len(vals)):.{self.digits}f}{self.suffix}{star}"
+                        if vals else "-")
+        return out
+
+    def grid(self) -> list[list[str]]:
+        body = [[self.row_name, *self.cols]] + [[r, *(self.text(r, c) for c in self.cols)] for r in self.rows]
+        if self.geomean and len(self.rows) > 1:
+            g = self.geomeans()
+            body.append(["GeoMean", *(g[c] for c in self.cols)])
+        return body
+
+    def markdown(self) -> str:
+        g = self.grid()
+        lines = [f"### {self.title}", "", "| " + " | ".join(g[0]) + " |", "|" + "---|" * len(g[0])]
+        lines += ["| " + " | ".join(x.replace("|", "/") for x in row) + " |" for row in g[1:]]
+        return "\n".join(lines) + "\n"
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        csv.writer(buf).writerows(self.grid())
+        return buf.getvalue()
+
+    def html(self) -> str:
+        g = self.grid()
+        head = "".join(f"<th>{html.escape(x)}</th>" for x in g[0])
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in g[1:])
+        return f"<h3>{html.escape(self.title)}</h3><table><tr>{head}</tr>{body}</table>"
+
+
+def _order(values: list[str]) -> list[str]:
+    seen = list(dict.fromkeys(values))
+    try:
+        return sorted(seen, key=float)
+    except ValueError:
+        return seen
+
+
+def varying_keys(runs: list[Run]) -> list[str]:
+    """Override keys whose values differ between the sweep's jobs, in command order."""
+    keys: dict[str, set[str]] = {}
+    for run in runs:
+        for o in run.overrides:
+            k, _, v = o.lstrip("+~").partition("=")
+            keys.setdefault(k, set()).add(v)
+    return [k for k, vals in keys.items() if len(vals) > 1]
+
+
+def variant(run: Run, runs: list[Run], layout: Layout) -> str:
+    """A column's name: the run's label plus the options that tell it apart and the label does not name."""
+    skip = {*IN_LABEL, "model", layout.rows, layout.cols, layout.per}
+    extra = [f"{k.rsplit('.', 1)[-1]}={run.value(k)}" for k in varying_keys(runs) if k not in skip]
+    return " ".join([run.label, *extra])
+
+
+def column(run: Run, runs: list[Run], layout: Layout) -> str:
+    return run.value(layout.cols) if layout.cols else variant(run, runs, layout)
+
+
+def baseline_column(runs: list[Run], layout: Layout, baseline: str) -> str | None:
+    if not baseline:
+        return None
+    key, _, value = normal_baseline(baseline).partition("=")
+    for run in runs:
+        if run.override(key) == value:
+            return column(run, runs, layout)
+    return None
+
+
+def value_table(runs: list[Run], layout: Layout, title: str) -> Table:
+    name, unit = METRICS[layout.metric]
+    rows = _order([r.value(layout.rows) for r in runs])
+    cols = list(dict.fromkeys(column(r, runs, layout) for r in runs))
+    if layout.cols:
+        cols = _order(cols)
+    t = Table(f"{title}: {unit}", f"{layout.rows} \\ {layout.cols}" if layout.cols else layout.rows, rows, cols,
+              digits={"latency": 3, "throughput": 1}.get(layout.metric, 2), geomean=not layout.cols)
+    for run in runs:
+        v = run.metric(name)
+        t.cells[(run.value(layout.rows), column(run, runs, layout))] = v if v is not None else run.reason
+    return t
+
+
+def speedup_table(values: Table, base_col: str, higher_is_better: bool) -> Table:
+    t = Table(f"speed-up over {base_col}", values.row_name, values.rows, values.cols, digits=2, suffix="x")
+    for r in values.rows:
+        base = values.cells.get((r, base_col))
+        for c in values.cols:
+            v = values.cells.get((r, c), "missing")
+            if isinstance(v, float) and isinstance(base, float) and v > 0 and base > 0:
+                t.cells[(r, c)] = v / base if higher_is_better else base / v
+            else:
+                t.cells[(r, c)] = v if isinstance(v, str) else "-"
+    return t
+
+
+def normalised_table(values: Table) -> Table:
+    """Each column over its best value (1.00 = the best schedule for that column's batch size)."""
+    t = Table(f"{values.title} / best in column", values.row_name, values.rows, values.cols, digits=2, geomean=False)
+    for c in values.cols:
+        nums = [v for r in values.rows if isinstance(v := values.cells.get((r, c)), float) and v > 0]
+        for r in values.rows:
+            v = values.cells.get((r, c))
+            t.cells[(r, c)] = v / min(nums) if isinstance(v, float) and nums else (v if isinstance(v, str) else "-")
+    return t
+
+
+def build_tables(runs: list[Run], layout: Layout, baseline: str) -> list[Table]:
+    groups = {"": runs}
+    if layout.per:
+        groups = {}
+        for run in runs:
+            groups.setdefault(run.value(layout.per), []).append(run)
+    tables = []
+    for name, group in groups.items():
+        values = value_table(group, layout, name or "all runs")
+        tables.append(values)
+        if layout.cols:
+            tables.append(normalised_table(values))
+        base = baseline_column(group, layout, baseline)
+        if base is not None and base in values.cols:
+            tables.append(speedup_table(values, base, layout.metric == "throughput"))
+        for metric in layout.also:
+            tables.append(value_table(group, replace(layout, metric=metric), name or "all runs"))
+    return tables

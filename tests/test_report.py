@@ -1,0 +1,113 @@
+"""Study presets end to end on the CPU (the quick variant of each, report included) and the
+report's tables, plots and HTML page."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config import ConfigError
+from harness.report import Run, build_report
+from harness.report.tables import LAYOUTS, Layout, build_tables
+
+REPO = Path(__file__).resolve().parent.parent
+PRESETS = ["schedules", "frameworks", "utilization", "specialization", "prune", "batchsize", "autotvm"]
+
+
+def run(label, model, latency, status="FINISHED", error=None, **over):
+    overrides = [f"model={model}", *(f"{k.replace('__', '.')}={v}" for k, v in over.items())]
+    record = {"status": status, "label": label, "error": error, "config": {"model": {"name": model}},
+              "metrics": {"latency_median_ms": latency, "throughput_ips": 1000 / latency} if latency else {},
+              "summary": f"Model: {model} | Optimization: {label}"}
+    return Run(record, overrides)
+
+
+def test_tables_geomean_speedup_and_reasons():
+    runs = [run("Sequential", "a", 4.0, backend__schedule="sequential"),
+            run("IOS-Both", "a", 2.0, backend__schedule="ios-both"),
+            run("Sequential", "b", 9.0, backend__schedule="sequential"),
+            run("IOS-Both", "b", 1.0, backend__schedule="ios-both"),
+            run("TVM", "b", None, "FAILED", "MissingDependency: tvm is not installed: pip install -e '.[tvm]'",
+                backend="tvm")]
+    values, speed = build_tables(runs, LAYOUTS["schedules"], "backend.schedule:sequential")
+    md = values.markdown()
+    assert "| model | Sequential | IOS-Both | TVM |" in md
+    assert "| a | 4.000 | 2.000 | missing |" in md
+    assert "| b | 9.000 | 1.000 | not installed: tvm is not installed: pip install -e '.[tvm]' |" in md
+    assert "| GeoMean | 6.000 | 1.414 | - |" in md
+    assert "| GeoMean | 1.00x | 4.24x | - |" in speed.markdown()  # sqrt(2 * 9)
+    assert speed.csv().splitlines()[1] == "a,1.00x,2.00x,missing"
+
+
+def test_variants_name_the_options_that_tell_them_apart():
+    runs = [run("IOS-Both", "a", 1.0 + r, backend__r=r, backend__s=s) for r in (1, 2) for s in (3, 8)]
+    (values, cost) = build_tables(runs, LAYOUTS["prune"], "")
+    assert values.cols == ["IOS-Both r=1 s=3", "IOS-Both r=1 s=8", "IOS-Both r=2 s=3", "IOS-Both r=2 s=8"]
+    assert cost.title == "all runs: optimization cost (s)"
+
+
+def test_an_unknown_sweep_lists_the_known_ones(tmp_path):
+    with pytest.raises(ConfigError, match="no sweep or study named 'nope'.*sweeps there: none"):
+        build_report("nope", tmp_path)
+
+
+def _png_has_content(path: Path) -> bool:
+    import matplotlib.image
+
+    img = matplotlib.image.imread(path)
+    return img.shape[0] > 100 and img.shape[1] > 100 and float(img.std()) > 0.05
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_quick_preset_end_to_end(tmp_path, preset):
+    """The quick variant runs on the CPU; its report has the study's tables, plots and page."""
+    mlflow = pytest.importorskip("mlflow")
+    res = subprocess.run([sys.executable, "-m", "harness", "-m", f"+experiment={preset}_quick",
+                          f"tracking.results_dir={tmp_path}"], capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    rep = subprocess.run([sys.executable, "-m", "harness.report", preset, "--results-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    folder = Path(rep.stdout.splitlines()[0].removeprefix("report: ")).parent
+    md = (folder / "report.md").read_text()
+    page = (folder / "index.html").read_text()
+    state = json.loads(next((tmp_path / "records" / "sweeps").glob("*/sweep.json")).read_text())
+    assert state["study"] == preset and state["status"] in ("FINISHED", "FAILED")
+    pngs = sorted(folder.glob("*.png"))
+    assert pngs and all(_png_has_content(p) for p in pngs), pngs
+    assert page.count("data:image/png;base64,") == len(pngs) and "<table>" in page
+    assert len((folder / "summary.txt").read_text().strip().splitlines()) >= 2
+    layout = LAYOUTS[preset]
+    if preset == "frameworks":  # every backend has a number or its reason; none dropped
+        assert "| model | IOS-Both | PyTorch | TensorFlow | JAX | ONNXRuntime-CPU | TVM | TVM-cuDNN |" in md
+        row = next(line for line in md.splitlines() if line.startswith("| sample |"))
+        assert row.count("|") == 9 and "missing" not in row
+        assert "not available: backend 'tvm_cudnn' does not run on cpu" in row  # TVM-cuDNN needs a GPU
+    else:
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "failed" not in md and "missing" not in md
+    if layout.plot == "heatmap":
+        assert (folder / "specialization-sample.png").exists()
+    if preset == "utilization":
+        assert len(list(folder.glob("timeline-*.svg"))) == 2 and page.count("<svg") >= 2
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("harness")
+    (parent,) = client.search_runs([exp.experiment_id], "tags.`harness.parent` = 'true'")
+    assert parent.info.status == state["status"]
+    logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert "report/index.html" in logged
+
+
+def test_report_of_a_sweep_that_only_mlflow_has(tmp_path):
+    """A sweep run elsewhere and uploaded: the report reads the runs back from MLflow."""
+    pytest.importorskip("mlflow")
+    res = subprocess.run([sys.executable, "-m", "harness", "-m", "+experiment=utilization_quick",
+                          f"tracking.results_dir={tmp_path}"], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert res.returncode == 0, res.stderr[-3000:]
+    local = build_report("utilization", tmp_path, tmp_path / "a", log=False)
+    shutil.rmtree(tmp_path / "records")
+    remote = build_report("utilization", tmp_path, tmp_path / "b", log=False)
+    assert (local / "table1.csv").read_text() == (remote / "table1.csv").read_text()
