@@ -102,3 +102,16 @@ def test_a_schedule_file_is_never_reused_as_a_search_result(bench_cfg, tmp_path)
     other = run(ios(bench_cfg, tmp_path, **{"backend.cost_model": "analytic", "backend.keep": 2}), quiet=True)
     assert other["metrics"]["search_reused"] == 0  # another setting: another saved schedule
     assert other["params"]["schedule_path"] != rec["params"]["schedule_path"]
+
+
+def test_a_schedule_optimised_for_another_batch_runs_at_this_one(bench_cfg, tmp_path):
+    """Specialization (paper experiment 4): search for batch 1, run at batch 3, reuse at batch 2."""
+    cfg = ios(bench_cfg, tmp_path, **{"backend.cost_model": "analytic", "backend.opt_batch": 1, "batch": 3})
+    rec = run(cfg, quiet=True)
+    assert rec["status"] == "FINISHED", rec.get("error")
+    assert rec["label"] == "IOS-Both-opt1" and rec["metrics"]["max_rel_error"] < 1e-4
+    path = Path(rec["params"]["schedule_path"])
+    assert "-bs1-" in path.name and Schedule.from_dict(json.loads(rec["artifacts"]["schedule.json"])).batch == 1
+    again = run(ios(bench_cfg, tmp_path, **{"backend.cost_model": "analytic", "backend.opt_batch": 1, "batch": 2}),
+                quiet=True)
+    assert again["metrics"]["search_reused"] == 1.0 and again["params"]["schedule_path"] == str(path)
