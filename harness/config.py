@@ -68,6 +68,7 @@ class RunnerConfig:
     timeout_s: float = 1800.0
     isolate: bool = True  # run each measurement in a spawned child process
     seed: int = 0
+    profile_ops: bool = False  # time every node alone too: op_profile.csv / .md artifacts (OpBench)
 
 
 @dataclass

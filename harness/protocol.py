@@ -177,10 +177,17 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
         metrics[k[:-3] + "_error_pct"] = 100.0 * (metrics[k] - lat) / lat
     if "predicted_error_pct" in metrics:
         metrics["prediction_error_pct"] = metrics.pop("predicted_error_pct")
+    artifacts = dict(prep.artifacts)
+    if r.get("profile_ops"):
+        from .profiling import profile_ops
+
+        op_metrics, op_files = profile_ops(graph, device, precision, batch)
+        metrics.update(op_metrics)
+        artifacts.update(op_files)
     env = environment.capture(device, nvml, cfg["device"]["index"])
     env.update({f"lib_{k}": v for k, v in backend_cls.versions().items()})
     if prep.device_name:
         env["backend_device"] = prep.device_name
-    return {"metrics": metrics, "env": env, "params": prep.params, "artifacts": prep.artifacts,
+    return {"metrics": metrics, "env": env, "params": prep.params, "artifacts": artifacts,
             "latencies_ms": host, "gpu_latencies_ms": gpu, "device": device,
             "display_name": prep.display_name or backend.label(), "graph_hash": graph.hash()}

@@ -186,3 +186,29 @@ def build_tables(runs: list[Run], layout: Layout, baseline: str) -> list[Table]:
         for metric in layout.also:
             tables.append(value_table(group, replace(layout, metric=metric), name or "all runs"))
     return tables
+
+
+def op_table(runs: list[Run], layout: Layout) -> Table | None:
+    """Per-operator latency side by side (``runner.profile_ops=true`` runs: two devices, two batch
+    sizes, ...), with the ratio of the last column to the first when there are two."""
+    from ios_core.cost.opprofile import from_csv
+
+    profiled = [(r, from_csv(text)) for r in runs if (text := r.record.get("artifacts", {}).get("op_profile.csv"))]
+    if len(profiled) < 2:
+        return None
+    names = [f"{run.value('model')} {c}" + ("" if "batch=" in c else f" bs{run.value('batch')}")
+             for run, _ in profiled for c in [column(run, runs, layout)]]
+    if len(set(names)) < len(names):
+        names = [f"{n} #{i}" for i, n in enumerate(names)]
+    first = profiled[0][1]
+    rows = [f"{row['node']} {row['op']}" for row in first]
+    cols = names + (["ratio"] if len(names) == 2 else [])
+    t = Table("per-operator latency (ms), each node alone", "node", rows, cols, digits=4, geomean=False)
+    for name, (_, table) in zip(names, profiled):
+        for row in table:
+            t.cells[(f"{row['node']} {row['op']}", name)] = float(row["latency_ms"])
+    if len(names) == 2:
+        for r in rows:
+            a, b = t.cells.get((r, names[0])), t.cells.get((r, names[1]))
+            t.cells[(r, "ratio")] = b / a if isinstance(a, float) and isinstance(b, float) and a > 0 else "-"
+    return t
