@@ -69,6 +69,7 @@ class RunnerConfig:
     isolate: bool = True  # run each measurement in a spawned child process
     seed: int = 0
     profile_ops: bool = False  # time every node alone too: op_profile.csv / .md artifacts (OpBench)
+    trace: bool = False  # a torch.profiler trace of 3 more iterations and kernels in flight over time
 
 
 @dataclass

@@ -184,6 +184,12 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
         op_metrics, op_files = profile_ops(graph, device, precision, batch)
         metrics.update(op_metrics)
         artifacts.update(op_files)
+    if r.get("trace"):
+        from .tracing import trace_run
+
+        trace_metrics, trace_files = trace_run(prep, handle, device, f"{graph.name} {prep.display_name or backend.label()}")
+        metrics.update(trace_metrics)
+        artifacts.update(trace_files)
     env = environment.capture(device, nvml, cfg["device"]["index"])
     env.update({f"lib_{k}": v for k, v in backend_cls.versions().items()})
     if prep.device_name:

@@ -92,7 +92,8 @@ def test_quick_preset_end_to_end(tmp_path, preset):
     if layout.plot == "heatmap":
         assert (folder / "specialization-sample.png").exists()
     if preset == "utilization":
-        assert len(list(folder.glob("timeline-*.svg"))) == 2 and page.count("<svg") >= 2
+        assert len(list(folder.glob("timeline-*.svg"))) == 2 and len(list(folder.glob("in_flight-*.svg"))) == 2
+        assert page.count("<svg") >= 4
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("harness")
     (parent,) = client.search_runs([exp.experiment_id], "tags.`harness.parent` = 'true'")

@@ -85,11 +85,12 @@ def build_report(name: str, results_dir: str | Path, out_dir: str | Path | None 
         (folder / f"{key}.png").write_bytes(png)
         (folder / f"{key}.svg").write_text(svg)
         md.append(f"![{key}]({key}.png)\n")
-    timelines = {r.label: r.record.get("artifacts", {}).get("timeline.svg") for r in runs}
+    timelines = {f"{kind}-{r.label}": r.record.get("artifacts", {}).get(f"{kind}.svg")
+                 for kind in ("timeline", "in_flight") for r in runs}
     for label, svg in timelines.items():
         if svg:
-            (folder / f"timeline-{label}.svg").write_text(svg)
-            md.append(f"![timeline {label}](timeline-{label}.svg)\n")
+            (folder / f"{label}.svg").write_text(svg)
+            md.append(f"![{label}]({label}.svg)\n")
     (folder / "report.md").write_text("\n".join(md))
     (folder / "index.html").write_text(_html(state, runs, tables, images, timelines, lines))
     if log:
@@ -110,7 +111,7 @@ def _html(state: dict[str, Any], runs: list[Run], tables: list[Table], images: d
                      f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
     for label, svg in timelines.items():
         if svg:
-            parts.append(f"<h3>timeline: {html.escape(label)}</h3>" + svg[svg.find("<svg"):])
+            parts.append(f"<h3>{html.escape(label)}</h3>" + svg[svg.find("<svg"):])
     parts.append("<h3>IOS summary lines</h3><pre>" + html.escape("\n".join(lines)) + "</pre>")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
              "margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}img{max-width:100%}")
