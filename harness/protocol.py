@@ -54,18 +54,30 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     return abs_err, abs_err / max(float(np.abs(ref).max()), 1e-12)
 
 
-def _timed_loop(prep, handle, r, sampler) -> tuple[list[float], list[float], list[float]]:
-    """Warmup, then timed iterations; returns host ms, event ms, start stamps."""
+STOP_REASONS = {"ci": "the median's 95% CI reached its target", "time": "runner.max_time_s was reached",
+                "iters": "runner.max_iters was reached", "interrupted": "the run was interrupted"}
+
+
+def _timed_loop(prep, handle, r, sampler) -> tuple[list[float], list[float], list[float], str]:
+    """Warmup, then timed iterations; returns host ms, event ms, start stamps and why it stopped
+    (a key of STOP_REASONS). Long phases show a live line (a status line when not on a terminal)."""
     infer, sync = prep.infer, prep.synchronize
+    from ios_core.progress import Progress
+
     from . import isolation
 
     def stopped() -> bool:  # the parent was interrupted: end now and report what was measured
         return isolation.STOP is not None and isolation.STOP.is_set()
     t_end = time.perf_counter() + r["warmup_time_s"]
     i = 0
-    while (i < r["warmup_iters"] or time.perf_counter() < t_end) and not stopped():
-        infer(handle)
-        i += 1
+    with Progress("warmup", r["warmup_time_s"], "s", interval=5.0) as bar:
+        t0 = time.perf_counter()
+        while (i < r["warmup_iters"] or time.perf_counter() < t_end) and not stopped():
+            infer(handle)
+            i += 1
+            if i % 16 == 0:
+                bar.done = time.perf_counter() - t0
+                bar.set(iterations=i)
     sync()
     events = None
     if prep.cuda_stream is not None:
@@ -73,6 +85,8 @@ def _timed_loop(prep, handle, r, sampler) -> tuple[list[float], list[float], lis
         events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     host, gpu, stamps = [], [], []
     start = time.perf_counter()
+    reason, last_check = "time", -1.0
+    bar = Progress("measure", r["max_time_s"], "s", interval=5.0)
     while True:
         sync()
         t0 = time.perf_counter_ns()
@@ -89,11 +103,38 @@ def _timed_loop(prep, handle, r, sampler) -> tuple[list[float], list[float], lis
             gpu.append(events[0].elapsed_time(events[1]))
         n, elapsed = len(host), time.perf_counter() - start
         if n >= r["max_iters"] or elapsed >= r["max_time_s"] or stopped():
+            reason = "interrupted" if stopped() else ("iters" if n >= r["max_iters"] else "time")
             break
-        if n >= r["min_iters"] and elapsed >= r["min_time_s"] and (n % 16 == 0) and \
-                ci_rel_halfwidth(np.array(host)) <= r["ci_rel_target"]:
-            break
-    return host, gpu, stamps
+        if n % 16 == 0 and elapsed - last_check >= 0.1:  # the CI sorts every sample: not after each one
+            last_check = elapsed
+            ci = ci_rel_halfwidth(np.array(host))
+            bar.done = elapsed
+            bar.set(samples=n, ci=f"+-{100 * ci:.2f}% (target {100 * r['ci_rel_target']:.2f}%)")
+            if n >= r["min_iters"] and elapsed >= r["min_time_s"] and ci <= r["ci_rel_target"]:
+                reason = "ci"
+                break
+    bar.close()
+    return host, gpu, stamps, reason
+
+
+NOISY_CV = 0.10  # a coefficient of variation above this, or a CI half-width above NOISY_CI, is noisy
+NOISY_CI = 0.02
+
+
+def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[str]:
+    """What the reader of a number must know: why measuring stopped when not at the CI target,
+    and whether the samples were noisy or throttled."""
+    notes = []
+    ci = metrics.get("latency_ci_rel_halfwidth", 0.0)
+    if reason != "ci":
+        notes.append(f"stopped: {STOP_REASONS[reason]} before the CI target (CI +-{100 * ci:.2f}%, "
+                     f"target +-{100 * r['ci_rel_target']:.2f}%)")
+    if metrics.get("latency_cv", 0.0) > NOISY_CV or ci > NOISY_CI:
+        notes.append(f"noisy: CV {100 * metrics.get('latency_cv', 0.0):.1f}%, CI +-{100 * ci:.2f}% of the median")
+    if metrics.get("throttled_samples_dropped", 0.0) > 0 or metrics.get("throttle_reasons_mask", 0.0) > 0:
+        notes.append(f"throttled: {metrics.get('throttled_samples_dropped', 0.0):.0f} samples dropped "
+                     f"(reasons mask {metrics.get('throttle_reasons_mask', 0.0):.0f})")
+    return notes
 
 
 def measure(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +197,7 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     nvml = load_nvml() if device == "cuda" else None
     sampler = ClockSampler(nvml, cfg["device"]["index"], cfg["device"]["sample_interval_ms"] / 1e3).start()
     try:
-        host, gpu, stamps = _timed_loop(prep, handle, r, sampler)
+        host, gpu, stamps, reason = _timed_loop(prep, handle, r, sampler)
     finally:
         sampler.stop()
     from . import isolation
@@ -171,6 +212,9 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
         g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch)
         metrics.update({f"gpu_{k}": v for k, v in g.items() if k.startswith("latency_")})
     metrics.update(sampler.summary())
+    metrics["latency_ci_rel_halfwidth"] = float(ci_rel_halfwidth(np.array(kept or host)))
+    metrics["ci_target_met"] = float(reason == "ci")
+    notes = notes_on(metrics, reason, r)
     for k in [k for k in metrics if k.startswith("predicted") and k.endswith("_ms")]:
         # how far the backend's own prediction (IOS: the DP's objective, the in-situ sum) was off
         lat = metrics["latency_median_ms"]
@@ -194,6 +238,8 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     env.update({f"lib_{k}": v for k, v in backend_cls.versions().items()})
     if prep.device_name:
         env["backend_device"] = prep.device_name
-    return {"metrics": metrics, "env": env, "params": prep.params, "artifacts": artifacts,
+    env["stop_reason"] = reason
+    env["noisy"] = str(any(n.startswith("noisy") for n in notes)).lower()
+    return {"metrics": metrics, "env": env, "params": prep.params, "artifacts": artifacts, "notes": notes,
             "latencies_ms": host, "gpu_latencies_ms": gpu, "device": device,
             "display_name": prep.display_name or backend.label(), "graph_hash": graph.hash()}

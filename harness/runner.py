@@ -158,6 +158,8 @@ def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> d
         label = res["display_name"]
         line = summary_line(plain["model"]["name"], label, plain["batch"], res["metrics"]["optimization_cost_s"],
                             res["metrics"]["latency_median_ms"])
+        record["notes"] = res.get("notes", [])
+        line += "".join(f" | {note}" for note in record["notes"])  # why it stopped early, noise, throttling
     else:
         record.update(status="KILLED" if interrupted else "FAILED", error=outcome.error, detail=outcome.detail)
         partial = interrupted.partial if interrupted is not None else None

@@ -1,0 +1,26 @@
+"""Why measuring stopped, and warnings for noisy or throttled samples, in the record and the summary."""
+
+import harness
+from harness.protocol import notes_on
+
+R = {"ci_rel_target": 0.005}
+
+
+def test_notes_say_why_and_warn():
+    assert notes_on({"latency_cv": 0.01, "latency_ci_rel_halfwidth": 0.004}, "ci", R) == []
+    (stop,) = notes_on({"latency_cv": 0.01, "latency_ci_rel_halfwidth": 0.008}, "time", R)
+    assert stop == ("stopped: runner.max_time_s was reached before the CI target (CI +-0.80%, target +-0.50%)")
+    noisy = notes_on({"latency_cv": 0.25, "latency_ci_rel_halfwidth": 0.004}, "ci", R)
+    assert noisy == ["noisy: CV 25.0%, CI +-0.40% of the median"]
+    hot = notes_on({"throttled_samples_dropped": 3.0, "throttle_reasons_mask": 4.0}, "ci", R)
+    assert hot == ["throttled: 3 samples dropped (reasons mask 4)"]
+
+
+def test_a_time_capped_run_says_so(bench_cfg):
+    rec = harness.run(bench_cfg(**{"runner.ci_rel_target": 0.0, "runner.max_time_s": 0.3}), quiet=True)
+    assert rec["status"] == "FINISHED"
+    assert rec["tags"]["stop_reason"] == "time" and rec["metrics"]["ci_target_met"] == 0.0
+    assert "| stopped: runner.max_time_s was reached before the CI target" in rec["summary"]
+    assert rec["notes"][0].startswith("stopped: ")
+    met = harness.run(bench_cfg(**{"runner.ci_rel_target": 1.0, "runner.min_iters": 16}), quiet=True)
+    assert met["tags"]["stop_reason"] == "ci" and met["metrics"]["ci_target_met"] == 1.0
