@@ -84,6 +84,13 @@ class Backend:
                                     f"{hint}")
 
     @classmethod
+    def not_ready(cls) -> str | None:
+        """Why a run could not start here even with its libraries installed (a build feature
+        it needs is missing); None when nothing stands in the way. Overridden by backends that
+        need more than an import."""
+        return None
+
+    @classmethod
     def versions(cls) -> dict[str, str]:
         """Versions of the libraries this backend runs on (recorded as tags)."""
         out = {}

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from .config import REPO_ROOT, BenchConfig, ConfigError
+from .config import REPO_ROOT, ConfigError
 
 _failures: list[str] = []
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
@@ -102,7 +102,6 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"error: {exc}", file=sys.stderr)
                 sys.exit(2)
     import hydra
-    from hydra.core.config_store import ConfigStore
 
     from .backend import BackendError
     from .plugins import register_configs
@@ -111,7 +110,6 @@ def main(argv: list[str] | None = None) -> None:
         if "--list-backends" in argv:
             _print_backends()
             return
-        ConfigStore.instance().store(name="bench_schema", node=BenchConfig)
         register_configs()
     except BackendError as exc:  # a plugin that cannot be loaded
         if os.environ.get("HARNESS_DEBUG"):

@@ -55,19 +55,47 @@ def get_backend(name: str) -> type[Backend]:
 
 
 def register_configs() -> None:
-    """Store every backend's dataclass as ``backend/<name>`` (before Hydra composes)."""
+    """Store the schema and every backend's dataclass as ``backend/<name>`` (before Hydra composes)."""
     from hydra.core.config_store import ConfigStore
 
+    from .config import BenchConfig
+
     cs = ConfigStore.instance()
+    cs.store(name="bench_schema", node=BenchConfig)
+    from .help import template
+
+    cs.store(group="hydra/help", name="harness", node={"app_name": "harness", "header": "", "footer": "",
+                                                       "template": template()})
     for name, cls in backends().items():
         cs.store(group="backend", name=name, node=cls.config_class(name=name))
 
 
 def backend_table() -> list[tuple[str, str, str, str]]:
-    """(name, devices, status, extra) per backend, for ``--list-backends``."""
+    """(name, devices, status, extra) per backend, for ``--list-backends``: "ready" only when a
+    run could start here (libraries installed, a device it runs on present, build features)."""
+    here = available_devices()
     rows = []
     for name, cls in backends().items():
         missing = cls.missing()
-        status = "ready" if not missing else f"missing {', '.join(missing)}"
+        usable = [d for d in cls.devices if d in here]
+        if missing:
+            status = f"not installed: needs {', '.join(missing)}"
+        elif not usable:
+            status = f"no device: runs on {', '.join(cls.devices)}; this machine has {', '.join(here)}"
+        else:
+            try:
+                why = cls.not_ready()
+            except Exception as exc:  # a broken install
+                why = f"{type(exc).__name__}: {exc}"
+            status = f"not ready: {why}" if why else f"ready ({', '.join(usable)})"
         rows.append((name, ",".join(cls.devices), status, cls.extra or "-"))
     return rows
+
+
+def available_devices() -> list[str]:
+    try:
+        import torch
+
+        return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+    except Exception:
+        return ["cpu"]

@@ -231,7 +231,8 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     if r.get("trace"):
         from .tracing import trace_run
 
-        trace_metrics, trace_files = trace_run(prep, handle, device, f"{graph.name} {prep.display_name or backend.label()}")
+        title = f"{graph.name} {prep.display_name or backend.label()}"
+        trace_metrics, trace_files = trace_run(prep, handle, device, title)
         metrics.update(trace_metrics)
         artifacts.update(trace_files)
     env = environment.capture(device, nvml, cfg["device"]["index"])

@@ -18,13 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 from ios_core.ir import GraphError
 from ios_core.models import build_model, check_params
 
+from . import sweeps
 from .clocks import ClockLock, load_nvml
 from .config import BenchConfig, ConfigError, validate
 from .config import ClockLock as LockMode
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import measure
-from . import sweeps
 from .tracking import default_uri, deliver, flatten, new_record, save_record
 
 
@@ -108,8 +108,41 @@ def check_results_dir(path: str) -> None:
                           f"choose a writable folder") from None
 
 
-def run(cfg: Any, sweep: dict[str, str] | None = None, quiet: bool = False) -> dict[str, Any]:
-    """Measure one (model, backend, batch, device, precision); returns the record."""
+def compose(overrides: list[str]) -> DictConfig:
+    """The config the CLI would build from these overrides (presets by name, ``+experiment=...``
+    excepted: a sweep needs ``python -m harness -m``), through Hydra's compose API."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from .cli import hydra_error_line
+    from .config import REPO_ROOT
+    from .plugins import register_configs
+
+    register_configs()
+    try:
+        if GlobalHydra.instance().is_initialized():  # inside a Hydra app: its search path is ours
+            return hydra_compose("config", overrides=list(overrides))
+        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+            return hydra_compose("config", overrides=list(overrides))
+    except Exception as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(hydra_error_line(exc)) from None
+
+
+def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = False, *,
+        overrides: list[str] | None = None) -> dict[str, Any]:
+    """Measure one (model, backend, batch, device, precision); returns the record.
+
+    ``cfg`` is a config (dict, DictConfig or BenchConfig); or give ``overrides`` as on the
+    command line: ``run(overrides=["model=nasnet", "runner=quick"])``."""
+    if overrides is not None:
+        if cfg is not None:
+            raise ConfigError("give either a config or overrides, not both")
+        cfg = compose(overrides)
+    elif cfg is None:
+        cfg = compose([])
     plain = to_plain(cfg)
     tr = plain["tracking"]
     tracking = {"enabled": tr["enabled"], "uri": tr["uri"] or default_uri(tr["results_dir"]),

@@ -275,7 +275,8 @@ def print_table(results_dir: str | Path, sweep_id: str, baseline: str = "") -> N
         return
     state = read_state(results_dir, sweep_id) or {}
     table = Table(title=f"{state.get('sweep_name', 'sweep')} ({sweep_id})")
-    for col in ("#", "job", "status", "median ms", f"vs {normal_baseline(baseline)}" if baseline else "speed-up", "note"):
+    speedup = f"vs {normal_baseline(baseline)}" if baseline else "speed-up"
+    for col in ("#", "job", "status", "median ms", speedup, "note"):
         table.add_column(col, justify="right" if col in ("#", "median ms") else "left")
     for row in table_rows(entries, baseline, state.get("started")):
         table.add_row(*row)

@@ -13,8 +13,8 @@ import argparse
 import json
 import sys
 
-from .config import TrackingConfig
 from . import sweeps
+from .config import TrackingConfig
 from .tracking import deliver, mlflow_available, pending_records
 
 

@@ -24,3 +24,34 @@ def test_a_time_capped_run_says_so(bench_cfg):
     assert rec["notes"][0].startswith("stopped: ")
     met = harness.run(bench_cfg(**{"runner.ci_rel_target": 1.0, "runner.min_iters": 16}), quiet=True)
     assert met["tags"]["stop_reason"] == "ci" and met["metrics"]["ci_target_met"] == 1.0
+
+
+def test_python_api_composes_like_the_cli(tmp_path):
+    """Presets by name, as on the command line (Hydra's compose API)."""
+    import pytest
+
+    from harness.config import ConfigError
+
+    rec = harness.run(overrides=["model=sample", "runner=quick", "device=cpu", "tracking=off",
+                                 "+model.params.channels=8", f"tracking.results_dir={tmp_path}"], quiet=True)
+    assert rec["status"] == "FINISHED" and rec["config"]["runner"]["max_time_s"] == 1.0  # conf/runner/quick.yaml
+    assert rec["config"]["model"]["params"] == {"channels": 8}
+    with pytest.raises(ConfigError, match=r"^Could not find 'model/nope'; choose one of: inception_v3, "):
+        harness.run(overrides=["model=nope"])
+    with pytest.raises(ConfigError, match="either a config or overrides"):
+        harness.run({"model": {"name": "sample"}}, overrides=["batch=2"])
+
+
+def test_help_lists_groups_backend_options_and_flags():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "harness", "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    for needle in ("--list-backends", "--debug", "python -m harness.report", "model: inception_v3, nasnet",
+                   "experiment: autotvm, autotvm_quick", "backend=ios\n",
+                   "backend.schedule=ios-both", "sequential, greedy, ios-merge", "runner.profile_ops=False",
+                   'eval "$(ios-harness -sc install=bash)"'):
+        assert needle in text, needle
+    assert "powered by Hydra" not in text

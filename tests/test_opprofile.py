@@ -41,7 +41,7 @@ def test_report_puts_two_profiles_side_by_side():
     g = build_model("sample", channels=8, size=7)
     runs = []
     for batch, scale in ((1, 1.0), (4, 3.0)):
-        rows = op_profile(g, lambda nodes: [FAKE[n.name] * scale for n in nodes], batch=batch)
+        rows = op_profile(g, lambda nodes, k=scale: [FAKE[n.name] * k for n in nodes], batch=batch)
         runs.append(Run({"status": "FINISHED", "label": "PyTorch", "config": {"model": {"name": "sample"},
                                                                              "batch": batch},
                          "artifacts": {"op_profile.csv": to_csv(rows)}, "metrics": {}}, [f"batch={batch}"]))

@@ -11,7 +11,7 @@ import pytest
 
 from harness.config import ConfigError
 from harness.report import Run, build_report
-from harness.report.tables import LAYOUTS, Layout, build_tables
+from harness.report.tables import LAYOUTS, build_tables
 
 REPO = Path(__file__).resolve().parent.parent
 PRESETS = ["schedules", "frameworks", "utilization", "specialization", "prune", "batchsize", "autotvm"]

@@ -29,8 +29,22 @@ def test_plugin_discovery_through_entry_points():
     assert {"pytorch", "overhead"} <= set(found)
     assert found["pytorch"].__module__.startswith("harness_plugins.pytorch")
     rows = {r[0]: r for r in backend_table()}
-    assert rows["pytorch"][2] == "ready"
-    assert rows["test_missing"][2] == "missing surely_not_a_module_xyz"
+    assert rows["pytorch"][2] == "ready (cpu)"
+    assert rows["test_missing"][2] == "not installed: needs surely_not_a_module_xyz"
+
+
+def test_list_backends_says_ready_only_when_a_run_could_start(monkeypatch):
+    """tvm_cudnn: no GPU here; with a GPU, PyPI's TVM still lacks the cuDNN codegen."""
+    pytest.importorskip("tvm")
+    from harness import plugins
+
+    monkeypatch.setattr(plugins, "available_devices", lambda: ["cpu"])
+    rows = {r[0]: r for r in plugins.backend_table()}
+    assert rows["tvm_cudnn"][2] == "no device: runs on cuda; this machine has cpu"
+    monkeypatch.setattr(plugins, "available_devices", lambda: ["cpu", "cuda"])
+    rows = {r[0]: r for r in plugins.backend_table()}
+    assert rows["tvm_cudnn"][2] == "not ready: this TVM is built without cuDNN (USE_CUDNN OFF)"
+    assert rows["pytorch"][2] == "ready (cpu, cuda)"
 
 
 @pytest.mark.parametrize("mode", ["eager", "compile"])

@@ -5,8 +5,8 @@ artifacts of the sweep's MLflow parent run."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import html
+import importlib.util
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,7 +67,8 @@ def build_report(name: str, results_dir: str | Path, out_dir: str | Path | None 
         tables.append(ops)
     md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
           f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "
-          f"{sum(r.status == 'FINISHED' for r in runs)} finished. Report written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.",
+          f"{sum(r.status == 'FINISHED' for r in runs)} finished. "
+          f"Report written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.",
           ""]
     for i, t in enumerate(tables):
         md.append(t.markdown())

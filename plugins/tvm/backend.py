@@ -80,6 +80,12 @@ class TvmCudnnBackend(TvmBackend):
     config_class = TvmCudnnConfig
     devices = ("cuda",)
 
+    @classmethod
+    def not_ready(cls) -> str | None:
+        from .cudnn import has_cudnn
+
+        return None if has_cudnn() else "this TVM is built without cuDNN (USE_CUDNN OFF)"
+
     def lower(self, mod, target, graph, batch, precision, device_name, metrics, params):
         from tvm import relax
 

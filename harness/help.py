@@ -1,0 +1,88 @@
+"""``python -m harness --help``: a Hydra help template built from the schema and the loaded
+plugins, so every backend's options appear with their defaults and one line each (the
+trailing comment of the dataclass field that declares it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from typing import Any
+
+FIELD = re.compile(r"^\s+(\w+):[^=#]*=[^#]*?(?:#\s*(.*))?$")
+
+HEAD = """harness: the same CNNs on many inference backends, one measurement protocol, MLflow (IOS is the flagship).
+
+  python -m harness [key=value ...]              one measurement (defaults: squeezenet, pytorch, batch 1)
+  python -m harness -m batch=1,16 backend=ios,pytorch    a sweep: resumable, one table at the end
+  python -m harness -m +experiment=schedules     a study of the IOS paper (see conf/experiment/)
+  python -m harness.report schedules             that study's tables, plots and HTML page
+  python -m harness --list-backends              which backends can run on this machine, and why not
+  python -m harness --debug ...                  full tracebacks instead of one-line errors
+  python -m harness.upload                       send records kept while the MLflow store was down
+
+Config groups (group=choice):
+$APP_CONFIG_GROUPS
+"""
+
+TAIL = """
+Shell completion (bash): eval "$(ios-harness -sc install=bash)"  (the ios-harness script comes
+with the package; zsh and fish: install=zsh, install=fish).
+Hydra's own flags: python -m harness --hydra-help
+"""
+
+
+def comments(cls: type) -> dict[str, str]:
+    """The trailing comment of each field in a dataclass's source, by field name."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            lines = inspect.getsource(klass).splitlines()
+        except (OSError, TypeError):
+            continue
+        for line in lines:
+            m = FIELD.match(line)
+            if m and m.group(2):
+                out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        v = f.default
+    elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        v = f.default_factory()  # type: ignore[misc]
+    else:
+        return "(required)"
+    return getattr(v, "value", v)
+
+
+def options(cls: type, prefix: str, skip: tuple[str, ...] = ("name",)) -> list[str]:
+    notes = comments(cls)
+    rows = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip or f.name in ("model", "backend") or (
+                f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory)):
+            continue  # groups: listed on their own
+        text = f"  {prefix}{f.name}={_default(f)}"
+        rows.append(f"{text:<44} {notes.get(f.name, '')}".rstrip())
+    return rows
+
+
+def template() -> str:
+    from .config import BenchConfig, DeviceConfig, RunnerConfig, SweepConfig, TrackingConfig
+    from .plugins import backends
+
+    parts = [HEAD, "Top-level options:"]
+    parts += options(BenchConfig, "")
+    for name, cls in (("runner", RunnerConfig), ("device", DeviceConfig), ("tracking", TrackingConfig),
+                      ("sweep", SweepConfig)):
+        parts += ["", f"{name}.* :"] + options(cls, f"{name}.")
+    parts += ["", "Backend options (backend=<name> backend.<option>=value):"]
+    for name, cls in backends().items():
+        doc = " ".join((inspect.getdoc(cls) or "").split()).split(". ")[0] if cls.__doc__ else ""
+        parts += ["", f"backend={name}" + (f"    {doc}" if doc else "")] + options(cls.config_class, "backend.")
+    text = "\n".join(parts) + "\n" + TAIL
+    return text.replace("$", "$$").replace("$$APP_CONFIG_GROUPS", "$APP_CONFIG_GROUPS")  # string.Template
