@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,11 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     tr = plain["tracking"]
     tracking = {"enabled": tr["enabled"], "uri": tr["uri"] or default_uri(tr["results_dir"]),
                 "experiment": tr["experiment"], **(sweep or {})}
-    run_name = f"{plain['model']['name']}-{plain['backend']['name']}-bs{plain['batch']}-{plain['precision']}"
+    try:  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
+        label = get_backend(plain["backend"]["name"])(plain["backend"]).label()
+    except Exception:
+        label = plain["backend"]["name"]
+    run_name = variant_name(plain, label, plain["device"]["type"], sweep)
     if sweep and sweep.get("sweep_id") and not plain["sweep"]["rerun"]:
         earlier = _finished_before(plain, sweep, run_name, quiet)
         if earlier is not None:
@@ -178,12 +183,9 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
             lock.reset()
     plain.pop("_clock_target_mhz", None)
     record["tags"]["clock_locked"] = str(bool(record["tags"].get("clock_locked_mhz"))).lower()
-    try:  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run failed
-        label = get_backend(plain["backend"]["name"])(plain["backend"]).label()
-    except Exception:
-        label = plain["backend"]["name"]
     if outcome.ok:
         res = outcome.result
+        record["run_name"] = variant_name(plain, label, res["device"], sweep)
         record.update(status="FINISHED", metrics=res["metrics"], params=res["params"],
                       artifacts=res["artifacts"], latencies_ms=res["latencies_ms"],
                       gpu_latencies_ms=res["gpu_latencies_ms"], graph_hash=res["graph_hash"])
@@ -203,6 +205,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
             record["tags"].update(partial["env"])
         line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
     record["summary"], record["label"] = line, label
+    record["ended"] = datetime.now(UTC).isoformat()
     record["tags"]["harness.status"] = record["status"]
     save_record(record, tr["results_dir"], pending=tr["enabled"])
     if sweep and sweep.get("sweep_id"):
@@ -217,6 +220,22 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     if not quiet:
         print(line, file=sys.stdout if outcome.ok else sys.stderr, flush=True)
     return record
+
+
+NAMED = ("model", "backend", "backend.schedule", "backend.mode", "backend.compile_mode", "batch", "precision",
+         "device", "device.type")
+
+
+def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str, Any] | None) -> str:
+    """The run's name: model, variant, batch, precision, device, and in a sweep the other options
+    that tell its jobs apart (``inception_v3 IOS-Both bs1 tf32 cuda r=2 s=8``)."""
+    name = f"{plain['model']['name']} {label} bs{plain['batch']} {plain['precision']} {device}"
+    extra = []
+    for o in (sweep or {}).get("job_overrides", []):
+        key, _, value = o.lstrip("+~").partition("=")
+        if key not in NAMED and not key.startswith(("tracking.", "sweep.", "hydra", "experiment")):
+            extra.append(f"{key.rsplit('.', 1)[-1]}={value}")
+    return " ".join([name, *extra])
 
 
 def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str,

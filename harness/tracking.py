@@ -83,8 +83,19 @@ class Tracker:
                 loc = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri() \
                     if uri.startswith("sqlite:///") else None
                 self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
+                self._drop_empty_default()
             else:
                 self.experiment_id = exp.experiment_id
+
+    def _drop_empty_default(self) -> None:
+        """MLflow makes an empty "Default" experiment (pointing at ./mlruns) in every new store:
+        it is deleted so that the store lists only experiments with runs."""
+        try:
+            default = self.client.get_experiment("0")
+            if default.name == "Default" and not self.client.search_runs(["0"], max_results=1):
+                self.client.delete_experiment("0")
+        except Exception:  # a server that refuses: a cosmetic matter only
+            pass
 
     def parent_run(self, sweep_id: str, name: str, command: str | None = None, reopen: bool = False) -> str:
         """Find or create the parent run of a sweep (idempotent across jobs, reruns and uploads);
@@ -106,6 +117,7 @@ class Tracker:
 
         tags = {k: str(v) for k, v in record.get("tags", {}).items()}
         tags["harness.record_id"] = record["run_id"]
+        tags.update(standard_tags(record))
         sweep = record["tracking"].get("sweep_id")
         if sweep:
             tags["mlflow.parentRunId"] = self.parent_run(sweep, record["tracking"].get("sweep_name", sweep),
@@ -122,7 +134,8 @@ class Tracker:
             for k, v in tags.items():
                 self.client.set_tag(rid, k, v)
         else:
-            rid = self.client.create_run(self.experiment_id, run_name=record.get("run_name"), tags=tags).info.run_id
+            rid = self.client.create_run(self.experiment_id, run_name=record.get("run_name"), tags=tags,
+                                         start_time=_ms(record["created"])).info.run_id
         params = flatten(record["config"])
         params.update({f"backend_out.{k}": str(v)[:MAX_PARAM_LEN] for k, v in record.get("params", {}).items()})
         plist = [Param(k[:250], v) for k, v in params.items()]
@@ -141,10 +154,69 @@ class Tracker:
             files.update(record.get("artifacts", {}))
             for name, text in files.items():
                 (Path(tmp) / name).write_text(text)
+            png = latency_histogram(record)
+            if png:
+                (Path(tmp) / "latency_histogram.png").write_bytes(png)
             self.client.log_artifacts(rid, tmp)
         status = record["status"] if record["status"] in ("FINISHED", "KILLED") else "FAILED"
-        self.client.set_terminated(rid, status)
+        self.client.set_terminated(rid, status, end_time=_ms(record["ended"]) if record.get("ended") else None)
         return rid
+
+
+def _ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso).timestamp() * 1000)
+
+
+def standard_tags(record: dict[str, Any]) -> dict[str, str]:
+    """MLflow's own tags, where MLflow has one: the description, source, commit, user."""
+    import getpass
+
+    tags = {"mlflow.source.name": "python -m harness", "mlflow.source.type": "LOCAL"}
+    note = str(record.get("summary", ""))
+    if record.get("error"):
+        note += f"\n\n{str(record['error']).splitlines()[0][:2000]}"
+    if note:
+        tags["mlflow.note.content"] = note
+    commit = record.get("tags", {}).get("git_commit")
+    if commit and commit != "unknown":
+        tags["mlflow.source.git.commit"] = str(commit)
+    try:
+        tags["mlflow.user"] = getpass.getuser()
+    except Exception:  # no user name in this environment
+        pass
+    return tags
+
+
+def latency_histogram(record: dict[str, Any]) -> bytes | None:
+    """The run's latency distribution as a PNG (None without matplotlib or samples)."""
+    host = record.get("latencies_ms") or []
+    if not host:
+        return None
+    try:
+        import io
+
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.hist(host, bins=min(60, max(10, len(host) // 20)), alpha=0.7, label="host (sync to sync)")
+    gpu = record.get("gpu_latencies_ms") or []
+    if gpu:
+        ax.hist(gpu, bins=min(60, max(10, len(gpu) // 20)), alpha=0.7, label="GPU (CUDA events)")
+    med = record.get("metrics", {}).get("latency_median_ms")
+    if med:
+        ax.axvline(med, color="black", linewidth=1, label=f"median {med:.4g} ms")
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("iterations")
+    ax.set_title(str(record.get("run_name", "")), fontsize=9)
+    ax.legend(fontsize=8)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def mlflow_available() -> bool:

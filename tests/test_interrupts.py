@@ -47,7 +47,7 @@ def test_interrupt_keeps_the_record_and_ends_the_child(tmp_path, sig, code):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err[-2000:]
     lines = [x for x in err.splitlines() if x.strip()]
-    assert lines[-1].startswith("interrupted: sample-pytorch-bs1-fp32 stopped by " + sig.name)
+    assert lines[-1].startswith("interrupted: sample PyTorch bs1 fp32 cpu stopped by " + sig.name)
     assert "Traceback" not in err
     assert gone(child, 5)
     records = list((tmp_path / "records").rglob("*.json"))

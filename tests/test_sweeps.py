@@ -55,7 +55,7 @@ def test_a_job_is_reused_only_with_the_same_code_and_device(bench_cfg, tmp_path,
     first = harness.run(bench_cfg(), sweep=sweep)
     again = harness.run(bench_cfg(), sweep=sweep)
     assert again["run_id"] == first["run_id"] and again["skipped"]
-    assert "skipped: sample-pytorch-bs1-fp32 finished earlier in this sweep" in capsys.readouterr().out
+    assert "skipped: sample PyTorch bs1 fp32 cpu finished earlier in this sweep" in capsys.readouterr().out
     forced = harness.run(bench_cfg(**{"sweep.rerun": True}), sweep=sweep, quiet=True)
     assert forced["run_id"] != first["run_id"]
     monkeypatch.setattr(sweeps, "code_version", lambda: "other+commit")

@@ -31,3 +31,13 @@ def test_a_traced_run_keeps_the_trace_and_the_plot(bench_cfg):
     assert any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
     assert rec["metrics"]["trace_units"] >= 1 and rec["metrics"]["trace_max_in_flight"] >= 1
     assert "<svg" in rec["artifacts"]["in_flight.svg"]
+
+
+def test_stream_timeline_names_units_on_hover():
+    from ios_core.runtime.profile import GroupSpan, timeline_svg
+
+    spans = [GroupSpan(0, 0, ["1", "2"], 0.0, 1.0), GroupSpan(0, 1, ["3"], 0.0, 0.5), GroupSpan(1, 0, ["4"], 1.0, 2.0)]
+    svg = timeline_svg(spans, "t")
+    assert svg.count("<title>") == 3
+    assert "<title>stage 0, stream 0: 1 2 (0.000-1.000 ms)</title>" in svg
+    assert "<title>stage 1, stream 0: 4 (1.000-2.000 ms)</title>" in svg

@@ -2,6 +2,7 @@ import json
 import socket
 import subprocess
 import sys
+from datetime import datetime
 
 import pytest
 
@@ -33,8 +34,15 @@ def test_local_store_gets_params_metrics_tags_artifacts(bench_cfg, tmp_path):
     assert "optimization_cost_s" in run.data.metrics and "max_rel_error" in run.data.metrics
     assert run.data.tags["device"] == "cpu" and "git_commit" in run.data.tags and "torch" in run.data.tags
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"record.json", "config.json", "env.json", "latencies_ms.json"} <= names
+    assert {"record.json", "config.json", "env.json", "latencies_ms.json", "latency_histogram.png"} <= names
     assert not pending_records(tmp_path / "results")
+    # reads at a glance: the variant in the name, real times, the summary line as the description
+    assert run.info.run_name == "sample PyTorch bs1 fp32 cpu"
+    created, ended = (datetime.fromisoformat(rec[k]).timestamp() * 1000 for k in ("created", "ended"))
+    assert run.info.start_time == int(created) and run.info.end_time == int(ended) and ended > created
+    assert run.data.tags["mlflow.note.content"] == rec["summary"]
+    assert run.data.tags["mlflow.source.name"] == "python -m harness" and run.data.tags["mlflow.user"]
+    assert [e.name for e in client.search_experiments()] == ["harness"]  # no empty "Default"
 
 
 def test_server_down_keeps_record_then_upload(bench_cfg, tmp_path):

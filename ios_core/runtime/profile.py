@@ -98,15 +98,31 @@ def timeline_svg(spans: list[GroupSpan], title: str = "") -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * (1 + max((s.stream for s in spans), default=0))))
+    streams = 1 + max((s.stream for s in spans), default=0)
+    stages = 1 + max((s.stage for s in spans), default=0)
+    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.5 * streams))
     colors = plt.get_cmap("tab20")
-    for s in spans:
-        ax.broken_barh([(s.start_ms, max(s.end_ms - s.start_ms, 1e-4))], (s.stream - 0.4, 0.8),
-                       facecolors=colors(s.stage % 20))
-    ax.set_xlabel("ms")
+    for i, s in enumerate(spans):
+        bars = ax.broken_barh([(s.start_ms, max(s.end_ms - s.start_ms, 1e-4))], (s.stream - 0.4, 0.8),
+                              facecolors=colors(s.stage % 20), label=f"stage {s.stage}")
+        bars.set_gid(f"span{i}")  # a tooltip with the units is added to the SVG below
+    ax.set_yticks(range(streams))  # streams are whole numbers
+    ax.set_xlabel("time (ms)")
     ax.set_ylabel("stream")
     ax.set_title(title)
+    if stages <= 20:  # one colour per stage
+        handles = {h.get_label(): h for h in ax.collections}
+        ax.legend(list(handles.values()), list(handles), fontsize=7, ncols=min(10, stages),
+                  loc="upper center", bbox_to_anchor=(0.5, -0.25 if streams < 4 else -0.12))
+    else:
+        ax.text(1.0, 1.02, f"{stages} stages; colour = stage (20 colours, repeating)", fontsize=7,
+                ha="right", transform=ax.transAxes)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
-    return buf.getvalue()
+    svg = buf.getvalue()
+    for i, s in enumerate(spans):  # hover a bar: its stage, stream, units and time
+        tip = (f"stage {s.stage}, stream {s.stream}: {' '.join(s.units)} "
+               f"({s.start_ms:.3f}-{s.end_ms:.3f} ms)").replace("&", "&amp;").replace("<", "&lt;")
+        svg = svg.replace(f'<g id="span{i}">', f'<g id="span{i}"><title>{tip}</title>', 1)
+    return svg
