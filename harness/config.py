@@ -70,6 +70,8 @@ class RunnerConfig:
     seed: int = 0
     profile_ops: bool = False  # time every node alone too: op_profile.csv / .md artifacts (OpBench)
     trace: bool = False  # a torch.profiler trace of 3 more iterations and kernels in flight over time
+    percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0, 95.0, 99.0])  # each given enough samples
+    include_transfers: bool = False  # time the input's copy to the device and the output's back, as trtexec can
 
 
 @dataclass
@@ -123,6 +125,9 @@ def validate(cfg: Any) -> None:
     for key in ("min_time_s", "warmup_time_s"):
         if float(r[key]) < 0:
             raise ConfigError(f"runner.{key}={r[key]} must be >= 0")
+    for p in r.percentiles:
+        if not 0 < float(p) < 100:
+            raise ConfigError(f"runner.percentiles: {p} is not a percentile strictly between 0 and 100")
     clock = str(cfg.device.clock)
     if clock not in ("base", "max") and not clock.isdigit():
         raise ConfigError(f"device.clock={clock!r} is invalid: use base, max or a frequency in MHz")

@@ -22,7 +22,7 @@ from .backend import BackendError
 from .clocks import ClockSampler, load_nvml
 from .config import ConfigError
 from .plugins import get_backend
-from .stats import ci_rel_halfwidth, summarize
+from .stats import ci_rel_halfwidth, missing_percentiles, summarize
 
 # max |out - ref| / max |ref| allowed per precision
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 3e-2, "bf16": 8e-2}
@@ -58,10 +58,15 @@ STOP_REASONS = {"ci": "the median's 95% CI reached its target", "time": "runner.
                 "iters": "runner.max_iters was reached", "interrupted": "the run was interrupted"}
 
 
-def _timed_loop(prep, handle, r, sampler) -> tuple[list[float], list[float], list[float], str]:
+def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[float], list[float], str]:
     """Warmup, then timed iterations; returns host ms, event ms, start stamps and why it stopped
-    (a key of STOP_REASONS). Long phases show a live line (a status line when not on a terminal)."""
+    (a key of STOP_REASONS). Long phases show a live line (a status line when not on a terminal).
+    With ``runner.include_transfers`` each iteration also copies the input ``x`` to the device
+    and the output back to the host."""
     infer, sync = prep.infer, prep.synchronize
+    if r.get("include_transfers") and x is not None:
+        def infer(_handle, _infer=prep.infer):
+            return prep.to_numpy(_infer(prep.load_input(x)))
     from ios_core.progress import Progress
 
     from . import isolation
@@ -131,6 +136,9 @@ def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[
                      f"target +-{100 * r['ci_rel_target']:.2f}%)")
     if metrics.get("latency_cv", 0.0) > NOISY_CV or ci > NOISY_CI:
         notes.append(f"noisy: CV {100 * metrics.get('latency_cv', 0.0):.1f}%, CI +-{100 * ci:.2f}% of the median")
+    short = missing_percentiles(int(metrics.get("samples", 0)), tuple(r.get("percentiles", ())))
+    if short:
+        notes.append(f"tails left out: {', '.join(short)}, had {metrics.get('samples', 0):.0f}")
     if metrics.get("throttled_samples_dropped", 0.0) > 0 or metrics.get("throttle_reasons_mask", 0.0) > 0:
         notes.append(f"throttled: {metrics.get('throttled_samples_dropped', 0.0):.0f} samples dropped "
                      f"(reasons mask {metrics.get('throttle_reasons_mask', 0.0):.0f})")
@@ -197,7 +205,7 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     nvml = load_nvml() if device == "cuda" else None
     sampler = ClockSampler(nvml, cfg["device"]["index"], cfg["device"]["sample_interval_ms"] / 1e3).start()
     try:
-        host, gpu, stamps, reason = _timed_loop(prep, handle, r, sampler)
+        host, gpu, stamps, reason = _timed_loop(prep, handle, r, sampler, x)
     finally:
         sampler.stop()
     from . import isolation
@@ -207,9 +215,10 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     mask = sampler.throttled_mask(stamps, target)
     kept = [h for h, m in zip(host, mask) if not m]
     metrics["throttled_samples_dropped"] = float(len(host) - len(kept))
-    metrics.update(summarize(np.array(kept or host), batch))
+    pcts = tuple(float(p) for p in r.get("percentiles", (90.0, 99.0)))
+    metrics.update(summarize(np.array(kept or host), batch, pcts))
     if gpu:
-        g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch)
+        g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch, pcts)
         metrics.update({f"gpu_{k}": v for k, v in g.items() if k.startswith("latency_")})
     metrics.update(sampler.summary())
     metrics["latency_ci_rel_halfwidth"] = float(ci_rel_halfwidth(np.array(kept or host)))

@@ -9,6 +9,16 @@ import numpy as np
 
 P90_MIN_SAMPLES = 64
 P99_MIN_SAMPLES = 662
+#: the least samples for a tail percentile to be reported: about 6.5 samples beyond it
+MIN_SAMPLES = {50.0: 10, 90.0: P90_MIN_SAMPLES, 95.0: 128, 99.0: P99_MIN_SAMPLES, 99.9: 6620}
+
+
+def min_samples(p: float) -> int:
+    return MIN_SAMPLES.get(float(p), math.ceil(6.5 / max(1e-9, 1 - float(p) / 100)))
+
+
+def percentile_name(p: float) -> str:
+    return f"latency_p{float(p):g}_ms".replace(".", "_")
 
 
 def median_ci(samples: np.ndarray, z: float = 1.96) -> tuple[float, float]:
@@ -30,8 +40,9 @@ def ci_rel_halfwidth(samples: np.ndarray) -> float:
     return (hi - lo) / 2 / med if med > 0 else math.inf
 
 
-def summarize(samples_ms: np.ndarray, batch: int) -> dict[str, float]:
-    """Statistics of per-iteration latencies in ms (p90/p99 only with enough samples)."""
+def summarize(samples_ms: np.ndarray, batch: int, percentiles: tuple[float, ...] = (90.0, 99.0)) -> dict[str, float]:
+    """Statistics of per-iteration latencies in ms (each percentile only with enough samples:
+    :func:`min_samples`)."""
     x = np.asarray(samples_ms, dtype=np.float64)
     n = len(x)
     if n == 0:
@@ -48,8 +59,12 @@ def summarize(samples_ms: np.ndarray, batch: int) -> dict[str, float]:
         "throughput_ips": batch / (med / 1000.0) if med > 0 else math.inf,
     }
     out["latency_cv"] = out["latency_std_ms"] / out["latency_mean_ms"] if out["latency_mean_ms"] > 0 else 0.0
-    if n >= P90_MIN_SAMPLES:
-        out["latency_p90_ms"] = float(np.percentile(x, 90))
-    if n >= P99_MIN_SAMPLES:
-        out["latency_p99_ms"] = float(np.percentile(x, 99))
+    for p in percentiles:
+        if n >= min_samples(p):
+            out[percentile_name(p)] = float(np.percentile(x, p))
     return out
+
+
+def missing_percentiles(n: int, percentiles: tuple[float, ...]) -> list[str]:
+    """Percentiles asked for that too few samples leave out, said so (never silently absent)."""
+    return [f"p{float(p):g} needs {min_samples(p)} samples" for p in percentiles if n < min_samples(p)]

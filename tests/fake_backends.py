@@ -44,6 +44,24 @@ class Missing(Backend):
     extra = "tvm"
 
 
+class Counting(Backend):
+    """Exact (the float64 reference), counting its input copies and output reads."""
+
+    name = "test_counting"
+    calls = {"load": 0, "infer": 0, "to_numpy": 0}
+
+    def prepare(self, graph, batch, device, precision):
+        from ios_core.interpreters import reference_forward
+
+        def count(key, fn):
+            def wrapped(x):
+                Counting.calls[key] += 1
+                return fn(x)
+            return wrapped
+        return Prepared(infer=count("infer", lambda x: reference_forward(graph, x)),
+                        load_input=count("load", lambda x: x), to_numpy=count("to_numpy", np.asarray))
+
+
 @hookimpl
 def harness_backends():
-    return [Crash, Hang, Boom, Wrong, Missing]
+    return [Crash, Hang, Boom, Wrong, Missing, Counting]

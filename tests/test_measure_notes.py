@@ -55,3 +55,37 @@ def test_help_lists_groups_backend_options_and_flags():
                    'eval "$(ios-harness -sc install=bash)"'):
         assert needle in text, needle
     assert "powered by Hydra" not in text
+
+
+def test_percentiles_are_configurable_and_never_silently_absent(bench_cfg):
+    import numpy as np
+    import pytest
+
+    from harness.config import ConfigError
+    from harness.stats import min_samples, summarize
+
+    s = summarize(np.arange(1, 201, dtype=float), 1, (50.0, 95.0, 99.0, 99.9))
+    assert s["latency_p50_ms"] == pytest.approx(100.5) and s["latency_p95_ms"] == pytest.approx(190.05)
+    assert "latency_p99_ms" not in s and "latency_p99_9_ms" not in s
+    assert (min_samples(90), min_samples(95), min_samples(99), min_samples(80)) == (64, 128, 662, 33)
+    rec = harness.run(bench_cfg(**{"runner.percentiles": [50.0, 99.0], "runner.min_iters": 20}), quiet=True)
+    assert "latency_p50_ms" in rec["metrics"] and "latency_p99_ms" not in rec["metrics"]
+    assert any(n.startswith("tails left out: p99 needs 662 samples, had ") for n in rec["notes"])
+    with pytest.raises(ConfigError, match="runner.percentiles: 100.0 is not a percentile"):
+        harness.run(bench_cfg(**{"runner.percentiles": [100.0]}), quiet=True)
+
+
+def test_transfers_can_be_included_in_the_timed_region(bench_cfg):
+    from tests.fake_backends import Counting
+
+    for include in (False, True):
+        Counting.calls.update(load=0, infer=0, to_numpy=0)
+        rec = harness.run(bench_cfg(**{"backend.name": "test_counting", "runner.include_transfers": include}),
+                          quiet=True)
+        assert rec["status"] == "FINISHED" and rec["config"]["runner"]["include_transfers"] is include
+        timed = rec["metrics"]["samples"]
+        extra = Counting.calls["infer"] - timed  # the first call, warmup
+        if include:  # every warmup and timed iteration copied the input in and the output out
+            assert Counting.calls["load"] == 1 + extra + timed - 1 and Counting.calls["to_numpy"] >= timed
+        else:
+            assert Counting.calls["load"] == 1 and Counting.calls["to_numpy"] == 1
