@@ -11,4 +11,11 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 # shellcheck disable=SC2086
 .venv/bin/python -m pip install -q $TORCH_SPEC
 .venv/bin/python -m pip install -q -e ".[all,dev]"
+# the MLflow UI test drives a headless Chromium: Debian's packages, where this user may install them
+if [ -z "${SKIP_BROWSER:-}" ] && ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+   && [ "$(id -u)" = 0 ]; then
+  { apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; } \
+    || echo "chromium could not be installed: the MLflow UI test will skip"
+fi
 echo "installed into .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -47,7 +47,8 @@ def _task(cfg: Any) -> str:
     sweep = None
     if multirun:
         sweep = {**job_sweep_info(hc.sweep.dir), "job_num": hc.job.num,
-                 "job_overrides": [o for o in hc.overrides.task if not o.lstrip("+~").startswith("sweep.")]}
+                 "job_overrides": [o for o in hc.overrides.task if not o.lstrip("+~").startswith("sweep.")],
+                 "swept": sorted(str(k) for k in (hc.sweeper.get("params") or {}))}  # a preset's sweep
     try:
         record = run(cfg, sweep=sweep)
     except (ConfigError, GraphError, BackendError) as exc:

@@ -138,7 +138,7 @@ def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[
         notes.append(f"noisy: CV {100 * metrics.get('latency_cv', 0.0):.1f}%, CI +-{100 * ci:.2f}% of the median")
     short = missing_percentiles(int(metrics.get("samples", 0)), tuple(r.get("percentiles", ())))
     if short:
-        notes.append(f"tails left out: {', '.join(short)}, had {metrics.get('samples', 0):.0f}")
+        notes.append(f"tails left out ({metrics.get('samples', 0):.0f} samples): {', '.join(short)}")
     if metrics.get("throttled_samples_dropped", 0.0) > 0 or metrics.get("throttle_reasons_mask", 0.0) > 0:
         notes.append(f"throttled: {metrics.get('throttled_samples_dropped', 0.0):.0f} samples dropped "
                      f"(reasons mask {metrics.get('throttle_reasons_mask', 0.0):.0f})")

@@ -230,10 +230,12 @@ def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str
     """The run's name: model, variant, batch, precision, device, and in a sweep the other options
     that tell its jobs apart (``inception_v3 IOS-Both bs1 tf32 cuda r=2 s=8``)."""
     name = f"{plain['model']['name']} {label} bs{plain['batch']} {plain['precision']} {device}"
+    swept = {o.lstrip("+~").partition("=")[0] for o in str((sweep or {}).get("sweep_command", "")).split()
+             if "=" in o and "," in o.partition("=")[2]} | set((sweep or {}).get("swept", []))  # what it varies
     extra = []
     for o in (sweep or {}).get("job_overrides", []):
         key, _, value = o.lstrip("+~").partition("=")
-        if key not in NAMED and not key.startswith(("tracking.", "sweep.", "hydra", "experiment")):
+        if key in swept and key not in NAMED:
             extra.append(f"{key.rsplit('.', 1)[-1]}={value}")
     return " ".join([name, *extra])
 

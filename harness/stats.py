@@ -67,4 +67,4 @@ def summarize(samples_ms: np.ndarray, batch: int, percentiles: tuple[float, ...]
 
 def missing_percentiles(n: int, percentiles: tuple[float, ...]) -> list[str]:
     """Percentiles asked for that too few samples leave out, said so (never silently absent)."""
-    return [f"p{float(p):g} needs {min_samples(p)} samples" for p in percentiles if n < min_samples(p)]
+    return [f"p{float(p):g} needs {min_samples(p)}" for p in percentiles if n < min_samples(p)]

@@ -1,0 +1,100 @@
+"""The README's MLflow steps, driven in the real MLflow UI (the pinned version) in headless
+Chromium: the sweep's runs appear in the runs table with their median latency. Skips with the
+reason where no browser is installed (.ci/run installs Debian's chromium and chromium-driver)."""
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+mlflow = pytest.importorskip("mlflow")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="no chromium/chromedriver (apt-get install chromium "
+                                                                  "chromium-driver)")
+WINDOW = "1900,700"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def open_runs_table(url: str, shot: Path | None = None) -> str:
+    """The runs page as a user sets it up: the latency column shown, the sweep expanded."""
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", f"--window-size={WINDOW}",
+                "--disable-dev-shm-usage"):
+        opts.add_argument(arg)
+    d = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    try:
+        d.get(url)
+        wait = WebDriverWait(d, 90)
+        columns = wait.until(ec.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Columns']")))
+        columns.click()
+        box = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "input[placeholder='Search columns']")))
+        box.send_keys("latency_median_ms")
+        wait.until(ec.element_to_be_clickable((By.XPATH, "//*[text()='latency_median_ms']"))).click()
+        box.send_keys(Keys.ESCAPE)
+        expand = wait.until(ec.element_to_be_clickable(
+            (By.CSS_SELECTOR, "[role='row'] button[data-component-id*='runnamecellrenderer']")))
+        expand.click()
+        wait.until(lambda drv: "PyTorch" in drv.find_element(By.TAG_NAME, "body").text)
+        time.sleep(1)
+        if shot is not None:
+            d.save_screenshot(str(shot))
+        rows: dict[str, list[str]] = {}  # the grid renders pinned and scrolled parts of a row apart
+        for r in d.find_elements(By.CSS_SELECTOR, "[role='row']"):
+            rows.setdefault(r.get_attribute("row-index") or r.text, []).append(r.text.replace("\n", " | "))
+        return "\n".join(" | ".join(parts) for parts in rows.values())
+    finally:
+        d.quit()
+
+
+def test_the_runs_table_shows_the_sweep_with_latency(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "harness", "-m", "model=sample", "device=cpu", "runner=quick",
+                          "backend=pytorch,overhead", f"tracking.results_dir={tmp_path}"],
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert res.returncode == 0, res.stderr[-2000:]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
+                               f"sqlite:///{tmp_path / 'mlflow.db'}", "--host", "127.0.0.1", "--port", str(port),
+                               "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        exp = mlflow.tracking.MlflowClient(f"http://127.0.0.1:{port}").get_experiment_by_name("harness")
+        table = open_runs_table(f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs",
+                                tmp_path / "runs.png")
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert "sweep backend=pytorch,overhead device=cpu model=sample runner=quick" in table
+    for rec in records:
+        (row,) = [line for line in table.splitlines() if rec["run_name"] in line]
+        shown = [float(x) for x in re.findall(r"\d+\.\d+(?:e-?\d+)?", row)]
+        assert any(abs(v - rec["metrics"]["latency_median_ms"]) <= 1e-3 * rec["metrics"]["latency_median_ms"] + 1e-3
+                   for v in shown), (row, rec["metrics"]["latency_median_ms"])
