@@ -62,4 +62,6 @@ class SweepCallback(Callback):
         info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir)
         sweeps.end(results_dir, info["sweep_id"])
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
-        sweeps.print_table(results_dir, info["sweep_id"], str(config.get("sweep", {}).get("baseline", "") or ""))
+        baseline = str(config.get("sweep", {}).get("baseline", "") or "")
+        sweeps.log_speedups(results_dir, info["sweep_id"], baseline)
+        sweeps.print_table(results_dir, info["sweep_id"], baseline)

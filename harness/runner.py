@@ -31,7 +31,8 @@ from .tracking import default_uri, deliver, flatten, new_record, save_record
 
 def summary_line(model: str, optimization: str, batch: int, cost_s: float | None, latency_ms: float | None) -> str:
     """The original IOS one-liner (widths 12/15/3/8/10)."""
-    cost = "failed" if cost_s is None else f"{cost_s:.0f} sec"
+    # the original's "{:.0f} sec", with decimals below 10 s: a 0.43 s build does not read "0 sec"
+    cost = "failed" if cost_s is None else (f"{cost_s:.2f} sec" if cost_s < 10 else f"{cost_s:.0f} sec")
     lat = "failed" if latency_ms is None else f"{latency_ms:.2f} ms"
     return (f"Model: {model:<12} | Optimization: {optimization:<15} | Batchsize: {batch:<3} | "
             f"Optimization cost: {cost:<8} | Latency: {lat:<10}")
@@ -194,6 +195,8 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         line = summary_line(plain["model"]["name"], label, plain["batch"], res["metrics"]["optimization_cost_s"],
                             res["metrics"]["latency_median_ms"])
         record["notes"] = res.get("notes", [])
+        if res["metrics"].get("search_reused") == 1.0:  # a saved schedule: its search cost was paid before
+            record["notes"].insert(0, "schedule reused (backend.research=true searches again)")
         line += "".join(f" | {note}" for note in record["notes"])  # why it stopped early, noise, throttling
     else:
         record.update(status="KILLED" if interrupted else "FAILED", error=outcome.error, detail=outcome.detail)

@@ -248,6 +248,38 @@ def _baseline_latency(entry: dict[str, Any], entries: list[dict[str, Any]], base
     return None
 
 
+def speedups(entries: list[dict[str, Any]], baseline: str) -> dict[str, float]:
+    """Each finished job's speed-up over its baseline job (record id -> baseline / its latency)."""
+    out = {}
+    for e in entries:
+        lat = e.get("latency_median_ms")
+        base = _baseline_latency(e, entries, baseline) if baseline and e.get("status") == "FINISHED" else None
+        if base and lat:
+            out[e["record_id"]] = base / lat
+    return out
+
+
+def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
+    """Log ``speedup_vs_baseline`` on each job's MLflow run (the runs table can sort by it)."""
+    from .tracking import Tracker, mlflow_available
+
+    state = read_state(results_dir, sweep_id) or {}
+    tr = state.get("tracking") or {}
+    if not baseline or not mlflow_available() or not tr.get("enabled"):
+        return 0
+    logged = 0
+    try:
+        t = Tracker(tr["uri"], tr["experiment"])
+        for record_id, x in speedups(job_entries(results_dir, sweep_id), baseline).items():
+            record = load_record(results_dir, record_id) or {}
+            if record.get("mlflow_run_id"):
+                t.client.log_metric(record["mlflow_run_id"], "speedup_vs_baseline", x)
+                logged += 1
+    except Exception:  # the store is down: the table and the report still show it
+        pass
+    return logged
+
+
 def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str | None = None) -> list[list[str]]:
     """One row per job: number, job (its overrides), status, latency, speed-up over the baseline, note."""
     common = set.intersection(*(set(e.get("overrides", [])) for e in entries)) if len(entries) > 1 else set()

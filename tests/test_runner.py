@@ -22,6 +22,7 @@ def test_summary_line_format():
     line = summary_line("inception_v3", "IOS-Both", 1, 48.2, 3.94)
     assert line == ("Model: inception_v3 | Optimization: IOS-Both        | Batchsize: 1   | "
                     "Optimization cost: 48 sec   | Latency: 3.94 ms   ")
+    assert "| Optimization cost: 0.43 sec | " in summary_line("sample", "PyTorch", 1, 0.432, 1.0)
 
 
 def test_plugin_discovery_through_entry_points():

@@ -86,6 +86,7 @@ def test_table_shows_varying_overrides_and_speedup():
     assert rows[0] == ["0", "backend=pytorch", "FINISHED", "2", "1.00x", ""]
     assert rows[1] == ["1", "backend=ios", "FINISHED", "0.5", "4.00x", "reused"]
     assert rows[2] == ["2", "backend=tvm", "FAILED", "-", "-", "boom"]
+    assert sweeps.speedups(entries, "backend:pytorch") == {"a": 1.0, "b": 4.0}
 
 
 def test_reap_ends_a_sweep_whose_process_died(tmp_path):
