@@ -16,7 +16,7 @@ import numpy as np
 
 from ios_core.ir import Graph
 
-from .config import REPO_ROOT, BackendConfig
+from .config import BackendConfig
 
 
 def slug(text: str) -> str:
@@ -26,7 +26,7 @@ def slug(text: str) -> str:
 
 def store_dir(value: str = "") -> Path:
     """Where a backend keeps what outlives a run (schedules, caches, tuning databases)."""
-    return Path(value) if value else REPO_ROOT / "results"
+    return Path(value) if value else Path("results").resolve()
 
 
 class BackendError(RuntimeError):

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from .config import REPO_ROOT, ConfigError
+from .config import ConfigError, conf_dir
 
 _failures: list[str] = []
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *argv]
-    app = hydra.main(version_base="1.3", config_path=str(REPO_ROOT / "conf"), config_name="config")(_task)
+    app = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(_task)
     debug = bool(os.environ.get("HARNESS_DEBUG"))
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing its own report
     try:

@@ -14,7 +14,18 @@ from typing import Any
 
 from omegaconf import MISSING
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def conf_dir() -> Path:
+    """The Hydra configs: the checkout's top-level ``conf/``, installed as the package
+    ``harness_conf`` (so an installed harness finds them outside its checkout)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("harness_conf")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return PACKAGE_DIR.parent / "conf"
 
 
 class ConfigError(ValueError):
@@ -79,7 +90,7 @@ class TrackingConfig:
     enabled: bool = True
     uri: str = ""  # empty: sqlite store under results/
     experiment: str = "harness"
-    results_dir: str = str(REPO_ROOT / "results")
+    results_dir: str = "results"  # under the current directory; made absolute before a run
 
 
 @dataclass

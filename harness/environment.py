@@ -6,7 +6,7 @@ import platform
 import subprocess
 from importlib import metadata
 
-from .config import REPO_ROOT
+from .config import PACKAGE_DIR
 
 
 def _version(dist: str) -> str:
@@ -28,9 +28,9 @@ def cpu_model() -> str:
 
 def git_state() -> dict[str, str]:
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR, capture_output=True, text=True,
                                 timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PACKAGE_DIR,
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return {"git_commit": commit or "unknown", "git_dirty": str(bool(dirty)).lower()}
     except (OSError, subprocess.SubprocessError):

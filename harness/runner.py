@@ -55,6 +55,7 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     _check_backend_keys(backend_cls, cfg.backend.keys())
     backend_cls.check_config(cfg.backend)
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    plain["tracking"]["results_dir"] = str(Path(plain["tracking"]["results_dir"]).resolve())  # type: ignore[index]
     check_results_dir(plain["tracking"]["results_dir"])  # type: ignore[index]
     if plain["device"]["type"] == "cuda":  # type: ignore[index]
         from .protocol import resolve_device
@@ -118,14 +119,14 @@ def compose(overrides: list[str]) -> DictConfig:
     from hydra.core.global_hydra import GlobalHydra
 
     from .cli import hydra_error_line
-    from .config import REPO_ROOT
+    from .config import conf_dir
     from .plugins import register_configs
 
     register_configs()
     try:
         if GlobalHydra.instance().is_initialized():  # inside a Hydra app: its search path is ours
             return hydra_compose("config", overrides=list(overrides))
-        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
             return hydra_compose("config", overrides=list(overrides))
     except Exception as exc:
         if isinstance(exc, ConfigError):
