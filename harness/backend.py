@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ios_core.errors import UserError
 from ios_core.ir import Graph
 
 from .config import BackendConfig
@@ -29,7 +31,7 @@ def store_dir(value: str = "") -> Path:
     return Path(value) if value else Path("results").resolve()
 
 
-class BackendError(RuntimeError):
+class BackendError(UserError, RuntimeError):
     """A backend cannot run as configured; the message says why and what to do."""
 
 
@@ -61,8 +63,11 @@ class Prepared:
     check_output: bool = True
 
 
-class Backend:
-    """Base class of every backend plugin."""
+class Backend(ABC):
+    """Base class of every backend plugin: class attributes describe it (``name``, ``devices``,
+    ``requires``, ``extra``, ``config_class``); :meth:`prepare` builds the model for one
+    (graph, batch, device, precision) and returns a :class:`Prepared` whose ``infer`` the
+    protocol times. Library imports belong in ``prepare``, not at module import."""
 
     name: ClassVar[str] = ""
     display_name: ClassVar[str] = ""
@@ -103,7 +108,8 @@ class Backend:
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:
-        """Value checks of the backend's config beyond types (raise ConfigError)."""
+        """Value checks of the backend's config beyond types (raise ConfigError); none by default."""
+        return None
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
@@ -112,6 +118,7 @@ class Backend:
         """Name in the one-line summary (``Optimization:`` field)."""
         return self.display_name or self.name
 
+    @abstractmethod
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
-        raise NotImplementedError
+        """Convert and compile ``graph`` for the device (timed as the optimization cost)."""
 

@@ -36,9 +36,8 @@ def _task(cfg: Any) -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ios_core.ir import GraphError
+    from ios_core.errors import UserError
 
-    from .backend import BackendError
     from .callbacks import job_sweep_info
     from .runner import run
 
@@ -51,7 +50,7 @@ def _task(cfg: Any) -> str:
                  "swept": sorted(str(k) for k in (hc.sweeper.get("params") or {}))}  # a preset's sweep
     try:
         record = run(cfg, sweep=sweep)
-    except (ConfigError, GraphError, BackendError) as exc:
+    except UserError as exc:  # bad input of any kind: one line, exit 2
         if os.environ.get("HARNESS_DEBUG"):
             raise
         print(f"error: {exc}", file=sys.stderr)

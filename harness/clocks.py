@@ -18,9 +18,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from ios_core.errors import UserError
 
-class ClockError(RuntimeError):
-    pass
+
+class ClockError(UserError, RuntimeError):
+    """Clocks could not be locked as required (permissions, a GPU without the feature)."""
 
 
 def load_nvml() -> Any | None:

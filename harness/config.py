@@ -14,6 +14,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from ios_core.errors import UserError
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -28,7 +30,7 @@ def conf_dir() -> Path:
     return PACKAGE_DIR.parent / "conf"
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config value is invalid; the message says which and what is allowed."""
 
 

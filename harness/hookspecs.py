@@ -1,4 +1,6 @@
-"""The harness's plugin hooks (pluggy). This module is the whole plugin contract.
+"""The harness's plugin hooks (pluggy). The plugin contract is this hook and the class it
+returns: :class:`harness.backend.Backend` (its ``prepare`` builds the runnable model; its class
+attributes say the name, devices, required modules and pip extra).
 
 A plugin is any module (or object) with ``@hookimpl`` functions, registered through
 the ``harness.backends`` entry-point group in its package metadata::
@@ -13,7 +15,12 @@ same way. Extra modules can be named in the ``HARNESS_PLUGINS`` environment vari
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pluggy
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 PROJECT = "harness"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -21,15 +28,11 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def harness_backends() -> list[type]:
-    """Return the :class:`harness.backend.Backend` subclasses this plugin provides.
+def harness_backends() -> list[type[Backend]]:
+    """Return the :class:`harness.backend.Backend` subclasses this plugin provides, each
+    with a unique, non-empty ``name`` (anything else is refused naming the plugin).
 
     Keep framework imports out of module import time: a backend imports its library in
     ``prepare`` so that ``--help``, config errors and other backends stay fast when it
     is missing.
     """
-
-
-@hookspec
-def harness_environment(device: str) -> dict[str, str]:
-    """Return extra environment facts (library versions, ...) to record as run tags."""

@@ -32,17 +32,27 @@ def plugin_manager() -> pluggy.PluginManager:
                                f"fix the name or install the plugin") from None
         if not pm.is_registered(module):
             pm.register(module, name=mod)
+    try:
+        pm.check_pending()  # a misspelt hook name is an error, not a silently ignored function
+    except pluggy.PluginValidationError as exc:
+        raise BackendError(f"a plugin implements a hook the harness does not have: {exc}") from None
     return pm
 
 
 @cache
 def backends() -> dict[str, type[Backend]]:
     found: dict[str, type[Backend]] = {}
-    for group in plugin_manager().hook.harness_backends():
-        for cls in group or []:
+    owner: dict[str, str] = {}
+    for impl in plugin_manager().hook.harness_backends.get_hookimpls():
+        for cls in impl.function() or []:
+            where = f"plugin {impl.plugin_name!r}"
+            if not (isinstance(cls, type) and issubclass(cls, Backend)):
+                raise BackendError(f"{where} returned {cls!r}, which is not a harness.backend.Backend subclass")
+            if not cls.name:
+                raise BackendError(f"{where}: backend class {cls.__name__} has an empty name")
             if cls.name in found and found[cls.name] is not cls:
-                raise BackendError(f"two plugins provide a backend named {cls.name!r}")
-            found[cls.name] = cls
+                raise BackendError(f"{where} and {owner[cls.name]} both provide a backend named {cls.name!r}")
+            found[cls.name], owner[cls.name] = cls, where
     return dict(sorted(found.items()))
 
 

@@ -3,7 +3,8 @@
 Usable without the harness; depends on numpy, torch and onnx only.
 """
 
+from .errors import UserError
 from .ir import Graph, GraphBuilder, GraphError
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "GraphBuilder", "GraphError", "__version__"]
+__all__ = ["Graph", "GraphBuilder", "GraphError", "UserError", "__version__"]

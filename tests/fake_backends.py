@@ -43,6 +43,9 @@ class Missing(Backend):
     requires = ("surely_not_a_module_xyz",)
     extra = "tvm"
 
+    def prepare(self, graph, batch, device, precision):
+        raise AssertionError("never reached: the missing module is refused first")
+
 
 class Counting(Backend):
     """Exact (the float64 reference), counting its input copies and output reads."""

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..errors import UserError
+
 Shape = tuple[int, int, int]
 Pair = tuple[int, int]
 
@@ -22,7 +24,7 @@ POOL_TYPES = ("max", "avg", "global_max", "global_avg")
 ELEMENT_OPS = ("add", "mul")
 
 
-class GraphError(ValueError):
+class GraphError(UserError, ValueError):
     """A graph is malformed; the message names the offending node."""
 
 

@@ -1,0 +1,81 @@
+"""The plugin contract is enforced: a plugin that returns something other than a Backend
+subclass, an empty or duplicate name, or a misspelt hook is refused with one line naming it."""
+
+import pytest
+
+from harness import plugins
+from harness.backend import Backend, BackendError, Prepared
+from harness.hookspecs import hookimpl
+from ios_core.errors import UserError
+
+
+class Good(Backend):
+    name = "contract_good"
+
+    def prepare(self, graph, batch, device, precision):
+        return Prepared(infer=lambda x: x)
+
+
+class NoName(Good):
+    name = ""
+
+
+class Twin(Good):
+    name = "pytorch"
+
+
+def with_plugin(monkeypatch, obj):
+    pm = plugins.plugin_manager.__wrapped__()  # a fresh manager: the cached one stays clean
+    pm.register(obj, name="bad_plugin")
+    monkeypatch.setattr(plugins, "plugin_manager", lambda: pm)
+    plugins.backends.cache_clear()
+    return pm
+
+
+@pytest.mark.parametrize("provided,message", [
+    ([object], r"plugin 'bad_plugin' returned <class 'object'>, which is not a harness.backend.Backend subclass"),
+    ([NoName], r"plugin 'bad_plugin': backend class NoName has an empty name"),
+    ([Twin], r"both provide a backend named 'pytorch'"),
+])
+def test_bad_plugins_are_refused_by_name(monkeypatch, provided, message):
+    class Plugin:
+        @hookimpl
+        def harness_backends(self):
+            return provided
+    with_plugin(monkeypatch, Plugin())
+    try:
+        with pytest.raises(BackendError, match=message):
+            plugins.backends()
+    finally:
+        plugins.backends.cache_clear()
+
+
+def test_a_good_plugin_is_registered_like_the_built_in_ones(monkeypatch):
+    class Plugin:
+        @hookimpl
+        def harness_backends(self):
+            return [Good]
+    with_plugin(monkeypatch, Plugin())
+    try:
+        assert plugins.backends()["contract_good"] is Good and "ios" in plugins.backends()
+    finally:
+        plugins.backends.cache_clear()
+
+
+def test_a_misspelt_hook_is_refused(monkeypatch, tmp_path):
+    (tmp_path / "typo_plugin.py").write_text("from harness.hookspecs import hookimpl\n\n@hookimpl\n"
+                                             "def harness_backend():  # the hook is harness_backends\n"
+                                             "    return []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("HARNESS_PLUGINS", "typo_plugin")
+    with pytest.raises(BackendError, match="a plugin implements a hook the harness does not have.*harness_backend"):
+        plugins.plugin_manager.__wrapped__()
+
+
+def test_backend_is_abstract_and_errors_share_one_base():
+    with pytest.raises(TypeError, match="abstract"):
+        type("Half", (Backend,), {"name": "half"})({})
+    from harness.config import ConfigError
+    from ios_core.ir import GraphError
+    from ios_core.schedule import ScheduleError
+    assert all(issubclass(e, UserError) for e in (ConfigError, BackendError, GraphError, ScheduleError))
