@@ -93,9 +93,6 @@ class GraphModule(nn.Module):
         key = self._names[node.name]
         return getattr(self, key + "_w"), getattr(self, key + "_b")
 
-    def run_node(self, node: Node, x: torch.Tensor) -> torch.Tensor:
-        return self.ops.apply(node, x)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.ops.run(x)
 

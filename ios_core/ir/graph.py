@@ -101,15 +101,6 @@ class Graph:
         """Schedule units: a Sequential compound counts once."""
         return sum(len(b.nodes) for b in self.blocks)
 
-    def consumers(self) -> dict[str, list[str]]:
-        users: dict[str, list[str]] = {n.name: [] for n in self.nodes()}
-        for n in self.nodes():
-            for term in n.inputs:
-                for v in term:
-                    if n.name not in users[v.node]:
-                        users[v.node].append(n.name)
-        return users
-
     # -- shapes and validation ---------------------------------------------------
     def infer_shapes(self) -> None:
         """Infer every output shape and validate the graph; errors name the node."""

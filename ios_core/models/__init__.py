@@ -34,8 +34,6 @@ MODELS: dict[str, Callable[..., Graph]] = {
     "onnx": onnx_model,
 }
 
-PAPER_MODELS = ("inception_v3", "randwire", "nasnet", "squeezenet")
-
 
 def model_params(name: str) -> dict[str, object]:
     """The keyword parameters (and defaults) a model builder accepts."""
