@@ -7,6 +7,7 @@ survive Ctrl-C (clock reset, records, KILLED) lives in the runner, not here."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,18 @@ from . import sweeps
 from .tracking import Tracker, default_uri, mlflow_available
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
+ACTIVE: dict[str, str] = {}  # the sweep this process started and has not ended (results_dir, sweep_id)
+
+
+def end_unfinished_sweep() -> None:
+    """End a sweep whose end callback never ran (Hydra raised between start and end)."""
+    if not ACTIVE:
+        return
+    state = sweeps.read_state(ACTIVE["results_dir"], ACTIVE["sweep_id"]) or {}
+    if state.get("status") == "RUNNING" and state.get("pid") == os.getpid():
+        sweeps.end(ACTIVE["results_dir"], ACTIVE["sweep_id"], "FAILED")
+        sweeps.close_parents(ACTIVE["results_dir"])
+    ACTIVE.clear()
 
 
 def job_sweep_info(hydra_sweep_dir: str) -> dict[str, Any]:
@@ -32,7 +45,8 @@ def job_sweep_info(hydra_sweep_dir: str) -> dict[str, Any]:
 
 def _tracking(config: Any) -> dict[str, Any]:
     tr = config.tracking
-    return {"enabled": bool(tr.enabled), "uri": tr.uri or default_uri(tr.results_dir), "experiment": tr.experiment}
+    # the default store is left empty and found beside the results when used (they may be copied home)
+    return {"enabled": bool(tr.enabled), "uri": tr.uri, "experiment": tr.experiment}
 
 
 class SweepCallback(Callback):
@@ -43,13 +57,14 @@ class SweepCallback(Callback):
         sweeps.reap(results_dir)
         tracking = _tracking(config)
         info["started"] = sweeps.start(results_dir, info, tracking)["started"]
+        ACTIVE.update(results_dir=str(results_dir), sweep_id=info["sweep_id"])
         Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
         (Path(config.hydra.sweep.dir) / INFO_FILE).write_text(json.dumps(info))
         if not tracking["enabled"] or not mlflow_available():
             return
         try:
             sweeps.close_parents(results_dir)  # those of sweeps reaped above
-            t = Tracker(tracking["uri"], tracking["experiment"])
+            t = Tracker(tracking["uri"] or default_uri(results_dir), tracking["experiment"])
             parent = t.parent_run(info["sweep_id"], info["sweep_name"], info["sweep_command"], reopen=True)
             if info["study"]:
                 t.client.set_tag(parent, "harness.study", info["study"])
@@ -61,6 +76,7 @@ class SweepCallback(Callback):
         results_dir = config.tracking.results_dir
         info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir)
         sweeps.end(results_dir, info["sweep_id"])
+        ACTIVE.clear()
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")
         sweeps.log_speedups(results_dir, info["sweep_id"], baseline)

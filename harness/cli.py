@@ -54,7 +54,13 @@ def _task(cfg: Any) -> str:
         if os.environ.get("HARNESS_DEBUG"):
             raise
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        if not multirun:
+            sys.exit(2)
+        from . import sweeps  # one bad combination does not end the sweep: it is recorded FAILED
+
+        sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, str(exc))
+        _failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
+        return "FAILED"
     if record["status"] != "FINISHED":
         _failures.append(record["summary"])
         if not multirun:
@@ -120,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     app = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(_task)
     debug = bool(os.environ.get("HARNESS_DEBUG"))
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing its own report
+    from .callbacks import end_unfinished_sweep
+
     try:
         app()
     except Exception as exc:  # composition errors (typos, bad values): one line, exit 2
@@ -127,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(f"error: {hydra_error_line(exc)} (--debug for the full traceback)", file=sys.stderr)
         sys.exit(2)
+    finally:  # a sweep Hydra abandoned before its end callback (a bad swept value) is ended FAILED
+        end_unfinished_sweep()
     if _failures:
         print(f"{len(_failures)} run(s) failed", file=sys.stderr)
         sys.exit(1)

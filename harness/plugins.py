@@ -23,8 +23,14 @@ ALIASES = {"null": "overhead"}
 def plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    try:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    except Exception as exc:  # a third-party plugin that does not import: name it, one line
+        raise BackendError(f"a plugin of the {ENTRY_POINT_GROUP!r} entry-point group failed to load: "
+                           f"{type(exc).__name__}: {exc}") from None
     for mod in filter(None, (m.strip() for m in os.environ.get("HARNESS_PLUGINS", "").split(","))):
+        if pm.get_plugin(mod) is not None:  # also an entry point of that name
+            continue
         try:
             module = importlib.import_module(mod)
         except ImportError as exc:
@@ -44,7 +50,11 @@ def backends() -> dict[str, type[Backend]]:
     found: dict[str, type[Backend]] = {}
     owner: dict[str, str] = {}
     for impl in plugin_manager().hook.harness_backends.get_hookimpls():
-        for cls in impl.function() or []:
+        provided = impl.function() or []
+        if not isinstance(provided, (list, tuple)):
+            raise BackendError(f"plugin {impl.plugin_name!r}: harness_backends() must return a list of Backend "
+                               f"classes, not {provided!r}")
+        for cls in provided:
             where = f"plugin {impl.plugin_name!r}"
             if not (isinstance(cls, type) and issubclass(cls, Backend)):
                 raise BackendError(f"{where} returned {cls!r}, which is not a harness.backend.Backend subclass")

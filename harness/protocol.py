@@ -109,8 +109,12 @@ def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[flo
         n, elapsed = len(host), time.perf_counter() - start
         if n >= r["max_iters"] or elapsed >= r["max_time_s"] or stopped():
             reason = "interrupted" if stopped() else ("iters" if n >= r["max_iters"] else "time")
+            if reason != "interrupted" and n >= r["min_iters"] and \
+                    ci_rel_halfwidth(np.array(host)) <= r["ci_rel_target"]:
+                reason = "ci"  # the cap came, but the CI target was met by then
             break
-        if n % 16 == 0 and elapsed - last_check >= 0.1:  # the CI sorts every sample: not after each one
+        # the CI sorts every sample: checked every 16 (and at min_iters), at most every 0.1 s past 4096
+        if (n % 16 == 0 or n == r["min_iters"]) and (n <= 4096 or elapsed - last_check >= 0.1):
             last_check = elapsed
             ci = ci_rel_halfwidth(np.array(host))
             bar.done = elapsed

@@ -5,6 +5,7 @@ process, writes the JSON record, then logs it to MLflow."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import os
 import signal
@@ -174,7 +175,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
                 plain["_clock_target_mhz"] = lock.locked_mhz
                 record["tags"]["clock_locked_mhz"] = str(lock.locked_mhz)
             outcome = (run_isolated(measure, plain, runner["timeout_s"]) if runner["isolate"]
-                       else run_inline(measure, plain))
+                       else run_inline(measure, copy.deepcopy(plain)))  # measure fills in defaults
     except (KeyboardInterrupt, Interrupted) as exc:
         interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
         outcome = Outcome(False, None, f"interrupted by {interrupted}")

@@ -64,8 +64,16 @@ def read_state(results_dir: str | Path, sweep_id: str) -> dict[str, Any] | None:
 
 
 def start(results_dir: str | Path, info: dict[str, str], tracking: dict[str, Any]) -> dict[str, Any]:
-    """Mark the sweep RUNNING in this process (a rerun of a killed sweep takes it over)."""
-    state = {**(read_state(results_dir, info["sweep_id"]) or {}), **info, "status": "RUNNING", "pid": os.getpid(),
+    """Mark the sweep RUNNING in this process (a rerun of a killed sweep takes it over; one that
+    is still running elsewhere on this host is refused)."""
+    old = read_state(results_dir, info["sweep_id"]) or {}
+    if (old.get("status") == "RUNNING" and old.get("host") == platform.node() and old.get("pid") != os.getpid()
+            and _alive(int(old.get("pid", 0)))):
+        from .config import ConfigError
+
+        raise ConfigError(f"this sweep ({info['sweep_id']}) is already running as process {old['pid']}; "
+                          f"wait for it, or stop it first (its finished jobs are kept either way)")
+    state = {**old, **info, "status": "RUNNING", "pid": os.getpid(),
              "host": platform.node(), "started": datetime.now(UTC).isoformat(), "ended": None,
              "parent_closed": False, "tracking": tracking}
     _write(sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)
@@ -78,9 +86,9 @@ def end(results_dir: str | Path, sweep_id: str, status: str | None = None) -> di
     if state is None:
         return None
     if status is None:
-        jobs = job_entries(results_dir, sweep_id)
+        jobs = job_entries(results_dir, sweep_id, state.get("started"))
         status = "FINISHED" if all(j["status"] == "FINISHED" for j in jobs) else "FAILED"
-    state.update(status=status, ended=datetime.now(UTC).isoformat(), parent_closed=False)
+    state.update(status=status, ended=datetime.now(UTC).isoformat(), parent_closed=False)  # jobs: this attempt
     _write(sweep_dir(results_dir, sweep_id) / "sweep.json", state)
     return state
 
@@ -95,14 +103,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def reap(results_dir: str | Path) -> list[str]:
-    """Sweeps marked RUNNING whose process on this host is gone are ended as KILLED."""
+def reap(results_dir: str | Path, other_hosts: bool = False) -> list[str]:
+    """Sweeps marked RUNNING whose process on this host is gone are ended as KILLED; with
+    ``other_hosts`` also every RUNNING sweep of another machine (results copied home)."""
     base = records_dir(results_dir) / "sweeps"
     reaped = []
     for path in sorted(base.glob("*/sweep.json")) if base.is_dir() else []:
         state = _read(path)
-        if (state and state.get("status") == "RUNNING" and state.get("host") == platform.node()
-                and not _alive(int(state.get("pid", 0)))):
+        if state and state.get("status") == "RUNNING" and (
+                (state.get("host") == platform.node() and not _alive(int(state.get("pid", 0))))
+                or (other_hosts and state.get("host") != platform.node())):
             end(results_dir, state["sweep_id"], "KILLED")
             reaped.append(state["sweep_id"])
     return reaped
@@ -133,8 +143,10 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
             t.client.set_terminated(parent, state["status"])
         except Exception:  # store down: the state stays open for the next upload
             continue
-        state["parent_closed"] = True
-        _write(path, state)
+        now = _read(path) or {}
+        if now.get("status") == state["status"] and now.get("started") == state.get("started"):  # not restarted
+            now["parent_closed"] = True
+            _write(path, now)
         closed += 1
     return closed
 
@@ -171,7 +183,13 @@ def current_device(plain: dict[str, Any]) -> str:
     from .protocol import resolve_device
 
     kind = resolve_device(plain["device"]["type"])
-    if kind == "cuda":
+    if kind == "cuda":  # NVML first: no CUDA context in the sweep's own process
+        from .clocks import load_nvml
+
+        nvml = load_nvml()
+        if nvml is not None:
+            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(int(plain["device"]["index"])))
+            return "cuda:" + (name if isinstance(name, str) else name.decode())
         import torch
 
         return "cuda:" + torch.cuda.get_device_name(int(plain["device"]["index"]))
@@ -185,9 +203,20 @@ def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, 
              "job_num": sweep.get("job_num"), "overrides": sweep.get("job_overrides", []),
              "latency_median_ms": metrics.get("latency_median_ms"), "throughput_ips": metrics.get("throughput_ips"),
              "optimization_cost_s": metrics.get("optimization_cost_s"), "error": record.get("error"),
-             "code": code_version(), "device": device_of_record(record),
+             "code": code_version(), "device": device_of_record(record), "attempt": sweep.get("started"),
              "ended": datetime.now(UTC).isoformat()}
     _write(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
+
+
+def record_refused_job(results_dir: str | Path, sweep: dict[str, Any], error: str) -> None:
+    """A job refused before it could run (a bad value in one of the sweep's combinations): kept as
+    FAILED in the sweep's index, so the sweep goes on and its table and report show why."""
+    overrides = sweep.get("job_overrides", [])
+    key = "refused-" + hashlib.sha1(" ".join(sorted(overrides)).encode()).hexdigest()[:12]
+    entry = {"record_id": key, "status": "FAILED", "run_name": " ".join(overrides), "job_num": sweep.get("job_num"),
+             "overrides": overrides, "latency_median_ms": None, "error": f"ConfigError: {error}",
+             "attempt": sweep.get("started"), "ended": datetime.now(UTC).isoformat()}
+    _write(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{key}.json", entry)
 
 
 def finished_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any] | None:
@@ -226,9 +255,13 @@ def load_record(results_dir: str | Path, record_id: str) -> dict[str, Any] | Non
     return _read(base / f"{record_id}.json") or _read(base / "pending" / f"{record_id}.json")
 
 
-def job_entries(results_dir: str | Path, sweep_id: str) -> list[dict[str, Any]]:
+def job_entries(results_dir: str | Path, sweep_id: str, attempt: str | None = None) -> list[dict[str, Any]]:
+    """The sweep's jobs; with ``attempt`` (a start time) only those that attempt ran or reused,
+    so jobs an edited preset no longer has drop out."""
     folder = sweep_dir(results_dir, sweep_id) / "jobs"
     entries = [e for p in sorted(folder.glob("*.json")) if (e := _read(p))] if folder.is_dir() else []
+    if attempt:
+        entries = [e for e in entries if attempt in (e.get("attempt"), e.get("reused_in"))] or entries
     return sorted(entries, key=lambda e: (e.get("job_num") is None, e.get("job_num") or 0, e.get("ended") or ""))
 
 
@@ -261,7 +294,7 @@ def speedups(entries: list[dict[str, Any]], baseline: str) -> dict[str, float]:
 
 def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     """Log ``speedup_vs_baseline`` on each job's MLflow run (the runs table can sort by it)."""
-    from .tracking import Tracker, mlflow_available
+    from .tracking import Tracker, default_uri, mlflow_available
 
     state = read_state(results_dir, sweep_id) or {}
     tr = state.get("tracking") or {}
@@ -269,8 +302,8 @@ def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
         return 0
     logged = 0
     try:
-        t = Tracker(tr["uri"], tr["experiment"])
-        for record_id, x in speedups(job_entries(results_dir, sweep_id), baseline).items():
+        t = Tracker(tr.get("uri") or default_uri(results_dir), tr.get("experiment", "harness"))
+        for record_id, x in speedups(job_entries(results_dir, sweep_id, state.get("started")), baseline).items():
             record = load_record(results_dir, record_id) or {}
             if record.get("mlflow_run_id"):
                 t.client.log_metric(record["mlflow_run_id"], "speedup_vs_baseline", x)
@@ -302,10 +335,10 @@ def print_table(results_dir: str | Path, sweep_id: str, baseline: str = "") -> N
     from rich.console import Console
     from rich.table import Table
 
-    entries = job_entries(results_dir, sweep_id)
+    state = read_state(results_dir, sweep_id) or {}
+    entries = job_entries(results_dir, sweep_id, state.get("started"))
     if not entries:
         return
-    state = read_state(results_dir, sweep_id) or {}
     table = Table(title=f"{state.get('sweep_name', 'sweep')} ({sweep_id})")
     speedup = f"vs {normal_baseline(baseline)}" if baseline else "speed-up"
     for col in ("#", "job", "status", "median ms", speedup, "note"):

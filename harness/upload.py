@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", default=TrackingConfig.results_dir)
     ap.add_argument("--uri", default=None, help="override the store recorded in each record")
     ap.add_argument("--experiment", default=None)
+    ap.add_argument("--close-stale", action="store_true",
+                    help="end as KILLED the sweeps still marked RUNNING by another machine (results copied home "
+                         "from a machine that was taken away mid-sweep)")
     args = ap.parse_args(argv)
     if not mlflow_available():
         print("error: MLflow is not installed here: pip install -e '.[mlflow]'", file=sys.stderr)
@@ -40,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             tr["experiment"] = args.experiment
         if deliver(record, args.results_dir):
             sent += 1
-    reaped = sweeps.reap(args.results_dir)  # sweeps whose process died: KILLED
+    reaped = sweeps.reap(args.results_dir, other_hosts=args.close_stale)  # sweeps whose process died: KILLED
     closed = sweeps.close_parents(args.results_dir, args.uri, args.experiment)
     print(f"uploaded {sent} of {len(paths)} pending record(s)"
           + (f"; closed {closed} sweep parent run(s)" if closed else "")

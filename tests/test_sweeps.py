@@ -175,3 +175,46 @@ def test_a_reused_job_whose_record_was_never_delivered_is_delivered(bench_cfg, t
     found = client.search_runs([client.get_experiment_by_name("harness").experiment_id],
                                f"tags.`harness.record_id` = '{first['run_id']}'")
     assert len(found) == 1 and found[0].info.status == "FINISHED"
+
+
+def test_a_bad_value_in_one_combination_does_not_end_the_sweep(tmp_path):
+    res = cli(tmp_path, "-m", "model=sample", "device=cpu", "runner=quick", "backend=overhead", "batch=0,1")
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "error: batch=0 is invalid" in res.stderr and "Model: sample" in res.stdout  # batch=1 still ran
+    (state,) = [json.loads(p.read_text()) for p in (tmp_path / "r" / "records" / "sweeps").glob("*/sweep.json")]
+    assert state["status"] == "FAILED" and state["parent_closed"]
+    entries = sweeps.job_entries(tmp_path / "r", state["sweep_id"], state["started"])
+    assert sorted(e["status"] for e in entries) == ["FAILED", "FINISHED"]
+    assert "batch=0" in res.stdout and "FAILED" in res.stdout  # the end-of-sweep table
+
+
+def test_resume_with_isolation_off_and_a_live_sweep_is_refused(bench_cfg, tmp_path):
+    from harness.config import ConfigError
+
+    sweep = {"sweep_id": "s4", "sweep_name": "sweep t"}
+    cfg = bench_cfg(**{"backend.name": "ios", "backend.progress": False, "backend.cost_model": "analytic"})
+    first = harness.run(cfg, sweep=sweep, quiet=True)  # isolate=false: measure must not change the config
+    assert harness.run(cfg, sweep=sweep, quiet=True)["run_id"] == first["run_id"]
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        info = {"sweep_id": "live1", "sweep_name": "sweep l"}
+        state = sweeps.start(tmp_path, info, {"enabled": False})
+        state["pid"] = live.pid
+        (sweeps.sweep_dir(tmp_path, "live1") / "sweep.json").write_text(json.dumps(state))
+        with pytest.raises(ConfigError, match=f"already running as process {live.pid}"):
+            sweeps.start(tmp_path, info, {"enabled": False})
+    finally:
+        live.kill()
+
+
+def test_upload_can_close_a_sweep_left_running_on_another_machine(tmp_path):
+    info = {"sweep_id": "gpu1", "sweep_name": "sweep g"}
+    state = sweeps.start(tmp_path, info, {"enabled": True, "uri": "", "experiment": "harness"})
+    state["host"] = "the-lent-gpu"
+    (sweeps.sweep_dir(tmp_path, "gpu1") / "sweep.json").write_text(json.dumps(state))
+    assert sweeps.reap(tmp_path) == []  # another machine's process cannot be checked from here
+    assert harness.upload.main(["--results-dir", str(tmp_path), "--close-stale"]) == 0
+    assert sweeps.read_state(tmp_path, "gpu1")["status"] == "KILLED"
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (parent,) = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
+    assert parent.info.status == "KILLED"

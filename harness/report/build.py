@@ -86,8 +86,9 @@ def build_report(name: str, results_dir: str | Path, out_dir: str | Path | None 
         (folder / f"{key}.png").write_bytes(png)
         (folder / f"{key}.svg").write_text(svg)
         md.append(f"![{key}]({key}.png)\n")
-    timelines = {f"{kind}-{r.label}": r.record.get("artifacts", {}).get(f"{kind}.svg")
-                 for kind in ("timeline", "in_flight") for r in runs}
+    timelines = {f"{kind}-{r.label}-{r.value('model')}-bs{r.value('batch')}":
+                 svg for kind in ("timeline", "in_flight") for r in runs
+                 if (svg := r.record.get("artifacts", {}).get(f"{kind}.svg"))}
     for label, svg in timelines.items():
         if svg:
             (folder / f"{label}.svg").write_text(svg)

@@ -39,8 +39,8 @@ class Run:
         node: Any = self.record.get("config", {})
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
-        if node is None:
-            node = self.override(key)
+        if node is None or isinstance(node, dict):  # a config group (device=cuda): its chosen name
+            node = self.override(key) if self.override(key) is not None else node
         return "" if node is None else str(node)
 
     @property
@@ -126,7 +126,7 @@ def load_runs(results_dir: str | Path, state: dict[str, Any]) -> list[Run]:
     """Every job of the sweep, newest attempt of each, in job order."""
     if state.get("source") != "mlflow":
         runs = []
-        for entry in sweeps.job_entries(results_dir, state["sweep_id"]):
+        for entry in sweeps.job_entries(results_dir, state["sweep_id"], state.get("started")):
             record = sweeps.load_record(results_dir, entry["record_id"]) or {
                 "status": entry.get("status"), "error": entry.get("error"), "run_name": entry.get("run_name"),
                 "metrics": {k: entry[k] for k in ("latency_median_ms", "throughput_ips", "optimization_cost_s")
