@@ -149,7 +149,7 @@ def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[
     return notes
 
 
-def measure(cfg: dict[str, Any]) -> dict[str, Any]:
+def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> dict[str, Any]:
     """Run one measurement from a plain-dict config; returns metrics, params, artifacts."""
     import torch
 
@@ -215,7 +215,7 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     from . import isolation
     if isolation.STOP is not None and isolation.STOP.is_set():
         metrics["interrupted"] = 1.0  # the statistics below cover the samples taken until then
-    target = float(cfg.get("_clock_target_mhz") or 0)
+    target = float(clock_target_mhz or 0)  # the locked clock: samples taken below it are dropped
     mask = sampler.throttled_mask(stamps, target)
     kept = [h for h, m in zip(host, mask) if not m]
     metrics["throttled_samples_dropped"] = float(len(host) - len(kept))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import os
 import signal
 import sys
@@ -171,11 +172,13 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     interrupted: Interrupted | None = None
     try:
         with _sigterm_raises():
+            target_mhz = 0.0
             if lock is not None and lock.lock():
-                plain["_clock_target_mhz"] = lock.locked_mhz
+                target_mhz = float(lock.locked_mhz or 0)
                 record["tags"]["clock_locked_mhz"] = str(lock.locked_mhz)
-            outcome = (run_isolated(measure, plain, runner["timeout_s"]) if runner["isolate"]
-                       else run_inline(measure, copy.deepcopy(plain)))  # measure fills in defaults
+            job = functools.partial(measure, clock_target_mhz=target_mhz)  # picklable for the spawned child
+            outcome = (run_isolated(job, plain, runner["timeout_s"]) if runner["isolate"]
+                       else run_inline(job, copy.deepcopy(plain)))  # measure fills in defaults
     except (KeyboardInterrupt, Interrupted) as exc:
         interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
         outcome = Outcome(False, None, f"interrupted by {interrupted}")
@@ -184,7 +187,6 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     finally:
         if lock is not None:
             lock.reset()
-    plain.pop("_clock_target_mhz", None)
     record["tags"]["clock_locked"] = str(bool(record["tags"].get("clock_locked_mhz"))).lower()
     if outcome.ok:
         res = outcome.result
