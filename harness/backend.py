@@ -75,6 +75,7 @@ class Backend(ABC):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     requires: ClassVar[tuple[str, ...]] = ()  # importable module names
     extra: ClassVar[str] = ""  # pip extra that installs them
+    shows_progress: ClassVar[bool] = False  # prepare reports its own progress (else a heartbeat line does)
 
     @classmethod
     def missing(cls) -> list[str]:

@@ -173,7 +173,10 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> dict[str, Any
     backend = backend_cls(cfg["backend"])
 
     t = time.perf_counter()
-    prep = backend.prepare(graph, batch, device, precision)
+    from ios_core.progress import Heartbeat
+
+    with Heartbeat(f"prepare {backend.label()} {graph.name}", enabled=not backend_cls.shows_progress):
+        prep = backend.prepare(graph, batch, device, precision)
     metrics["optimization_cost_s"] = time.perf_counter() - t
     metrics.update(prep.metrics)
 

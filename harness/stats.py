@@ -9,8 +9,8 @@ import numpy as np
 
 P90_MIN_SAMPLES = 64
 P99_MIN_SAMPLES = 662
-#: the least samples for a tail percentile to be reported: about 6.5 samples beyond it
-MIN_SAMPLES = {50.0: 10, 90.0: P90_MIN_SAMPLES, 95.0: 128, 99.0: P99_MIN_SAMPLES, 99.9: 6620}
+#: the least samples for a percentile to be reported: about 6.5 samples beyond it (p50 is the median)
+MIN_SAMPLES = {50.0: 1, 90.0: P90_MIN_SAMPLES, 95.0: 128, 99.0: P99_MIN_SAMPLES, 99.9: 6620}
 
 
 def min_samples(p: float) -> int:

@@ -70,3 +70,29 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Heartbeat:
+    """A line every ``interval`` seconds while a phase with no progress of its own runs (a
+    compiler, a converter), so a long preparation never looks like a hang."""
+
+    def __init__(self, desc: str, interval: float = 10.0, enabled: bool = True, stream: TextIO | None = None):
+        import threading
+
+        self.desc, self.interval, self.enabled = desc, interval, enabled
+        self.stream = stream or sys.stderr
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self) -> None:
+        t0 = time.perf_counter()
+        while not self.stop.wait(self.interval):
+            print(f"[{self.desc}] {time.perf_counter() - t0:.0f} s elapsed", file=self.stream, flush=True)
+
+    def __enter__(self) -> Heartbeat:
+        if self.enabled:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()

@@ -25,3 +25,20 @@ def test_disabled_progress_prints_nothing(capsys):
     g = build_model("squeezenet", **SMALL["squeezenet"])
     optimize(g, AnalyticCostModel(1, "gpu"), "ios-both", progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_heartbeat_speaks_during_a_long_silent_phase():
+    import io
+    import time
+
+    from ios_core.progress import Heartbeat
+
+    out = io.StringIO()
+    with Heartbeat("prepare TF sample", interval=0.05, stream=out):
+        time.sleep(0.18)
+    lines = out.getvalue().splitlines()
+    assert 2 <= len(lines) <= 4 and lines[0].startswith("[prepare TF sample] ") and lines[0].endswith(" s elapsed")
+    quiet = io.StringIO()
+    with Heartbeat("x", interval=0.05, stream=quiet, enabled=False):
+        time.sleep(0.12)
+    assert quiet.getvalue() == ""

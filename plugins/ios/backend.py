@@ -31,6 +31,7 @@ class IosBackend(Backend):
     devices = ("cpu", "cuda")
     requires = ("torch",)
     extra = ""
+    shows_progress = True  # the search's own progress lines
 
     @classmethod
     def check_config(cls, cfg) -> None:

@@ -103,6 +103,7 @@ class AutoTvmBackend(TvmBackend):
 
     name = "autotvm"
     display_name = "TVM-AutoTune"
+    shows_progress = True  # a tuning bar
     config_class = AutoTvmConfig
 
     @classmethod
