@@ -28,7 +28,7 @@ from .config import ClockLock as LockMode
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import measure
-from .tracking import default_uri, deliver, flatten, new_record, save_record
+from .tracking import default_uri, deliver, flatten, new_record, records_dir, save_record
 
 
 def summary_line(model: str, optimization: str, batch: int, cost_s: float | None, latency_ms: float | None) -> str:
@@ -256,7 +256,7 @@ def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str
     if record is None:
         return None
     sweeps.mark_reused(results_dir, sweep, plain)
-    if (Path(results_dir) / "records" / "pending" / f"{record['run_id']}.json").exists():
+    if (records_dir(results_dir) / "pending" / f"{record['run_id']}.json").exists():
         deliver(record, results_dir)  # killed while logging it: the earlier MLflow run is completed, not doubled
     if not quiet:
         lat = record.get("metrics", {}).get("latency_median_ms")

@@ -25,16 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .tracking import records_dir
+from .tracking import default_uri, records_dir, write_json
 
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
-
-
-def _write(path: Path, obj: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    tmp.replace(path)  # atomic: a crash never leaves half a file
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -76,7 +69,7 @@ def start(results_dir: str | Path, info: dict[str, str], tracking: dict[str, Any
     state = {**old, **info, "status": "RUNNING", "pid": os.getpid(),
              "host": platform.node(), "started": datetime.now(UTC).isoformat(), "ended": None,
              "parent_closed": False, "tracking": tracking}
-    _write(sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)
+    write_json(sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)
     return state
 
 
@@ -89,7 +82,7 @@ def end(results_dir: str | Path, sweep_id: str, status: str | None = None) -> di
         jobs = job_entries(results_dir, sweep_id, state.get("started"))
         status = "FINISHED" if all(j["status"] == "FINISHED" for j in jobs) else "FAILED"
     state.update(status=status, ended=datetime.now(UTC).isoformat(), parent_closed=False)  # jobs: this attempt
-    _write(sweep_dir(results_dir, sweep_id) / "sweep.json", state)
+    write_json(sweep_dir(results_dir, sweep_id) / "sweep.json", state)
     return state
 
 
@@ -118,10 +111,17 @@ def reap(results_dir: str | Path, other_hosts: bool = False) -> list[str]:
     return reaped
 
 
+def store_of(results_dir: str | Path, state: dict[str, Any] | None) -> tuple[str, str]:
+    """(uri, experiment) of a sweep's store: as recorded, the default store beside the results
+    when none was named (the folder may have been copied home)."""
+    tr = (state or {}).get("tracking") or {}
+    return tr.get("uri") or default_uri(results_dir), tr.get("experiment") or "harness"
+
+
 def close_parents(results_dir: str | Path, uri: str | None = None, experiment: str | None = None) -> int:
     """Close the MLflow parent run of every ended sweep whose parent is still open.
     Returns how many were closed; a store that is down leaves them for a later call."""
-    from .tracking import Tracker, default_uri, mlflow_available
+    from .tracking import Tracker, mlflow_available
 
     base = records_dir(results_dir) / "sweeps"
     if not mlflow_available() or not base.is_dir():
@@ -135,7 +135,8 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
         if not tr.get("enabled", True) and uri is None:
             continue
         try:
-            t = Tracker(uri or tr.get("uri") or default_uri(results_dir), experiment or tr.get("experiment", "harness"))
+            own_uri, own_experiment = store_of(results_dir, state)
+            t = Tracker(uri or own_uri, experiment or own_experiment)
             parent = t.parent_run(state["sweep_id"], state.get("sweep_name", ""), state.get("sweep_command"))
             t.client.set_tag(parent, "harness.sweep_status", state["status"])
             if state.get("study"):
@@ -146,7 +147,7 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
         now = _read(path) or {}
         if now.get("status") == state["status"] and now.get("started") == state.get("started"):  # not restarted
             now["parent_closed"] = True
-            _write(path, now)
+            write_json(path, now)
         closed += 1
     return closed
 
@@ -205,7 +206,7 @@ def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, 
              "optimization_cost_s": metrics.get("optimization_cost_s"), "error": record.get("error"),
              "code": code_version(), "device": device_of_record(record), "attempt": sweep.get("started"),
              "ended": datetime.now(UTC).isoformat()}
-    _write(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
+    write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
 
 
 def record_refused_job(results_dir: str | Path, sweep: dict[str, Any], error: str) -> None:
@@ -216,7 +217,7 @@ def record_refused_job(results_dir: str | Path, sweep: dict[str, Any], error: st
     entry = {"record_id": key, "status": "FAILED", "run_name": " ".join(overrides), "job_num": sweep.get("job_num"),
              "overrides": overrides, "latency_median_ms": None, "error": f"ConfigError: {error}",
              "attempt": sweep.get("started"), "ended": datetime.now(UTC).isoformat()}
-    _write(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{key}.json", entry)
+    write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{key}.json", entry)
 
 
 def finished_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any] | None:
@@ -238,7 +239,7 @@ def mark_reused(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str,
     entry = _read(path)
     if entry is not None:
         entry.update(reused_in=sweep.get("started"), job_num=sweep.get("job_num", entry.get("job_num")))
-        _write(path, entry)
+        write_json(path, entry)
 
 
 def close(results_dir: str | Path, tracking: dict[str, Any], status: str) -> None:
@@ -294,7 +295,7 @@ def speedups(entries: list[dict[str, Any]], baseline: str) -> dict[str, float]:
 
 def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     """Log ``speedup_vs_baseline`` on each job's MLflow run (the runs table can sort by it)."""
-    from .tracking import Tracker, default_uri, mlflow_available
+    from .tracking import Tracker, mlflow_available
 
     state = read_state(results_dir, sweep_id) or {}
     tr = state.get("tracking") or {}
@@ -302,7 +303,7 @@ def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
         return 0
     logged = 0
     try:
-        t = Tracker(tr.get("uri") or default_uri(results_dir), tr.get("experiment", "harness"))
+        t = Tracker(*store_of(results_dir, state))
         for record_id, x in speedups(job_entries(results_dir, sweep_id, state.get("started")), baseline).items():
             record = load_record(results_dir, record_id) or {}
             if record.get("mlflow_run_id"):

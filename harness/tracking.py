@@ -46,13 +46,19 @@ def new_record(cfg: dict[str, Any], tracking: dict[str, Any]) -> dict[str, Any]:
             "artifacts": {}}
 
 
+def write_json(path: Path, obj: dict[str, Any]) -> None:
+    """Write atomically (a temporary file of this process, then rename): a crash never leaves
+    half a file, and two processes never share a temporary file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    tmp.replace(path)
+
+
 def save_record(record: dict[str, Any], results_dir: str | Path, pending: bool = True) -> Path:
     base = records_dir(results_dir)
     path = (base / "pending" if pending else base) / f"{record['run_id']}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str))
-    tmp.replace(path)  # atomic: a crash never leaves half a record
+    write_json(path, record)
     return path
 
 

@@ -91,16 +91,15 @@ def find_sweep(results_dir: str | Path, name: str) -> dict[str, Any]:
 
 
 def _tracker(results_dir: str | Path, state: dict[str, Any] | None = None):
-    from ..tracking import Tracker, default_uri, mlflow_available
+    from ..tracking import Tracker, mlflow_available
 
     if not mlflow_available():
         return None
-    tr = (state or {}).get("tracking") or {}
-    uri = tr.get("uri") or default_uri(results_dir)
+    uri, experiment = sweeps.store_of(results_dir, state)
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():
         return None  # never create a store just to look into it
     try:
-        return Tracker(uri, tr.get("experiment") or "harness")
+        return Tracker(uri, experiment)
     except Exception:
         return None
 
