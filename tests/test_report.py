@@ -11,7 +11,7 @@ import pytest
 
 from harness.config import ConfigError
 from harness.report import Run, build_report
-from harness.report.tables import LAYOUTS, build_tables
+from harness.report.tables import LAYOUTS, build_tables, same_run_table
 
 REPO = Path(__file__).resolve().parent.parent
 PRESETS = ["schedules", "frameworks", "utilization", "specialization", "prune", "batchsize", "autotvm"]
@@ -47,6 +47,25 @@ def test_variants_name_the_options_that_tell_them_apart():
     (values, cost) = build_tables(runs, LAYOUTS["prune"], "")
     assert values.cols == ["IOS-Both r=1 s=3", "IOS-Both r=1 s=8", "IOS-Both r=2 s=3", "IOS-Both r=2 s=8"]
     assert cost.title == "all runs: optimization cost (s)"
+
+
+def test_same_run_table_uses_the_finalists_timed_in_one_process():
+    """Speed-ups over Greedy and Sequential come from the search's back-to-back timings, not from
+    latencies of separate jobs; runs without them (other backends, reused schedules) are left out."""
+    ios = run("IOS-Both", "a", 1.1, backend__schedule="ios-both")
+    ios.record["metrics"].update(search_whole_selected_ms=1.0, search_whole_dp_ms=1.05, search_whole_greedy_ms=1.2,
+                                 search_whole_sequential_ms=2.0, predicted_insitu_ms=1.0)
+    spec = run("IOS-Both-opt32", "a", 6.0, backend__opt_batch=32, batch=1)
+    spec.record["config"].update(backend={"opt_batch": 32}, batch=1)
+    spec.record["metrics"].update(search_whole_selected_ms=6.0, search_whole_dp_ms=6.0, search_whole_greedy_ms=6.6,
+                                  search_whole_sequential_ms=7.2)
+    other = run("Sequential", "a", 2.0, backend__schedule="sequential")
+    t = same_run_table([ios, other], LAYOUTS["schedules"])
+    assert "| a IOS-Both | 1.000 | 1.200 | 2.000 | 1.20x | 2.00x |" in t.markdown()
+    assert len(t.rows) == 1
+    s = same_run_table([spec, run("IOS-Both", "a", 1.0, batch=32)], LAYOUTS["specialization"])
+    assert s.rows == ["a IOS-Both-opt32 (searched at bs32)"] and s.text(s.rows[0], "kept vs Greedy") == "1.10x"
+    assert same_run_table([other], LAYOUTS["schedules"]) is None
 
 
 def test_an_unknown_sweep_lists_the_known_ones(tmp_path):

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import plots
 from .runs import Run, _tracker, find_sweep, load_runs
-from .tables import LAYOUTS, Layout, Table, baseline_column, build_tables, op_table
+from .tables import LAYOUTS, Layout, Table, baseline_column, build_tables, op_table, same_run_table
 
 
 def _devices(runs: list[Run]) -> str:
@@ -62,9 +62,7 @@ def build_report(name: str, results_dir: str | Path, out_dir: str | Path | None 
     folder = Path(out_dir) if out_dir else Path(results_dir) / "reports" / f"{study or 'sweep'}-{state['sweep_id']}"
     folder.mkdir(parents=True, exist_ok=True)
     tables = build_tables(runs, layout, baseline) if runs else []
-    ops = op_table(runs, layout)
-    if ops is not None:
-        tables.append(ops)
+    tables += [t for t in (same_run_table(runs, layout), op_table(runs, layout)) if t is not None]
     md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
           f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "
           f"{sum(r.status == 'FINISHED' for r in runs)} finished. "
