@@ -28,7 +28,7 @@ from .config import ClockLock as LockMode
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import measure
-from .tracking import default_uri, deliver, flatten, new_record, records_dir, save_record
+from .tracking import deliver, flatten, new_record, records_dir, save_record
 
 
 def summary_line(model: str, optimization: str, batch: int, cost_s: float | None, latency_ms: float | None) -> str:
@@ -150,7 +150,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         cfg = compose([])
     plain = to_plain(cfg)
     tr = plain["tracking"]
-    tracking = {"enabled": tr["enabled"], "uri": tr["uri"] or default_uri(tr["results_dir"]),
+    tracking = {"enabled": tr["enabled"], "uri": tr["uri"],  # empty: the store beside wherever the record is
                 "experiment": tr["experiment"], **(sweep or {})}
     try:  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
         label = get_backend(plain["backend"]["name"])(plain["backend"]).label()

@@ -21,6 +21,26 @@ from typing import Any
 
 MAX_PARAM_LEN = 6000
 
+# The metrics a reader compares first keep plain names: MLflow's runs table and chart view list
+# them before the grouped ones, which the chart view folds into one section per prefix. Records
+# keep the plain names of all metrics; only the MLflow keys are grouped.
+KEY_METRICS = ("latency_median_ms", "latency_p90_ms", "latency_p99_ms", "throughput_ips",
+               "optimization_cost_s", "speedup_vs_baseline")
+METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
+                 ("schedule", ("search_", "predicted_", "prediction_", "critical_path", "sum_of_ops", "num_stages",
+                               "max_groups", "profiled_stage")),
+                 ("profile", ("trace_", "op_profile_")),
+                 ("device", ("sm_clock", "temperature", "throttle", "clock_")))
+
+
+def mlflow_metric_key(name: str) -> str:
+    """``latency_median_ms`` stays; ``latency_std_ms`` becomes ``latency/latency_std_ms``, the
+    search counters ``schedule/...``, the rest of the run's facts ``run/...``."""
+    if name in KEY_METRICS:
+        return name
+    group = next((g for g, prefixes in METRIC_GROUPS if name.startswith(prefixes)), "run")
+    return f"{group}/{name}"
+
 
 def default_uri(results_dir: str | Path) -> str:
     return f"sqlite:///{(Path(results_dir) / 'mlflow.db').resolve()}"
@@ -146,7 +166,7 @@ class Tracker:
         params.update({f"backend_out.{k}": str(v)[:MAX_PARAM_LEN] for k, v in record.get("params", {}).items()})
         plist = [Param(k[:250], v) for k, v in params.items()]
         ts = int(datetime.fromisoformat(record["created"]).timestamp() * 1000)
-        mlist = [Metric(k, float(v), ts, 0) for k, v in record.get("metrics", {}).items()]
+        mlist = [Metric(mlflow_metric_key(k), float(v), ts, 0) for k, v in record.get("metrics", {}).items()]
         for i in range(0, len(plist), 100):
             self.client.log_batch(rid, params=plist[i:i + 100])
         for i in range(0, len(mlist), 1000):
@@ -249,11 +269,12 @@ def deliver(record: dict[str, Any], results_dir: str | Path) -> str | None:
         warnings.warn(f"MLflow is not installed: the record stays in {records_dir(results_dir)}/pending; upload it "
                       f"later with `{upload_command(results_dir)}` where MLflow is installed", stacklevel=2)
         return None
+    uri = tr.get("uri") or default_uri(results_dir)  # records copied home go to the store beside them
     try:
-        rid = Tracker(tr["uri"], tr["experiment"]).log(record)
+        rid = Tracker(uri, tr["experiment"]).log(record)
     except Exception as exc:  # store down or unreachable: keep the record for a later upload
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        warnings.warn(f"could not log to MLflow at {tr['uri']} ({first[:200]}); the record is kept in "
+        warnings.warn(f"could not log to MLflow at {uri} ({first[:200]}); the record is kept in "
                       f"{records_dir(results_dir)}/pending: run `{upload_command(results_dir)}` later", stacklevel=2)
         return None
     record["mlflow_run_id"] = rid

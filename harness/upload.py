@@ -15,7 +15,7 @@ import sys
 
 from . import sweeps
 from .config import TrackingConfig
-from .tracking import deliver, mlflow_available, pending_records
+from .tracking import default_uri, deliver, mlflow_available, pending_records
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         record = json.loads(path.read_text())
         tr = record["tracking"]
         tr["enabled"] = True
+        made_in = record.get("config", {}).get("tracking", {}).get("results_dir")
+        if made_in and tr.get("uri") == default_uri(made_in):  # older records: the default store where they
+            tr["uri"] = ""  # were made, another machine's path; they go to the store beside them here
         if args.uri:
             tr["uri"] = args.uri
         if args.experiment:

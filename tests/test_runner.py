@@ -167,4 +167,4 @@ def test_cli_multirun_logs_children_under_one_parent(tmp_path):
     assert all(r.data.metrics["latency_median_ms"] > 0 for r in children)
     assert all(r.info.status == "FINISHED" for r in children)
     assert not list((tmp_path / "records" / "pending").glob("*.json"))
-    assert np.isfinite([r.data.metrics["max_rel_error"] for r in children]).all()
+    assert np.isfinite([r.data.metrics["run/max_rel_error"] for r in children]).all()

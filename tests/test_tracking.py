@@ -1,4 +1,5 @@
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -31,7 +32,10 @@ def test_local_store_gets_params_metrics_tags_artifacts(bench_cfg, tmp_path):
     run = client.get_run(rec["mlflow_run_id"])
     assert run.data.params["model.name"] == "sample" and run.data.params["backend.mode"] == "eager"
     assert run.data.metrics["latency_median_ms"] == pytest.approx(rec["metrics"]["latency_median_ms"])
-    assert "optimization_cost_s" in run.data.metrics and "max_rel_error" in run.data.metrics
+    assert "optimization_cost_s" in run.data.metrics and "run/max_rel_error" in run.data.metrics
+    assert run.data.metrics["latency/latency_mean_ms"] == pytest.approx(rec["metrics"]["latency_mean_ms"])
+    ungrouped = {k for k in run.data.metrics if "/" not in k}  # the few that a reader compares come first
+    assert ungrouped <= set(tracking.KEY_METRICS) and {"latency_median_ms", "throughput_ips"} <= ungrouped
     assert run.data.tags["device"] == "cpu" and "git_commit" in run.data.tags and "torch" in run.data.tags
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"record.json", "config.json", "env.json", "latencies_ms.json", "latency_histogram.png"} <= names
@@ -65,6 +69,34 @@ def test_server_down_keeps_record_then_upload(bench_cfg, tmp_path):
     client = mlflow.tracking.MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
     assert len(runs) == 1 and runs[0].data.tags["harness.record_id"] == rec["run_id"]
+
+
+def test_records_copied_home_go_to_the_store_beside_them(bench_cfg, tmp_path, monkeypatch):
+    """A GPU machine without MLflow keeps its records; copied to another folder (another path), they
+    upload into that folder's store, not to a path of the machine they were made on."""
+    monkeypatch.setattr(tracking, "mlflow_available", lambda: False)
+    with pytest.warns(UserWarning, match="MLflow is not installed"):
+        rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
+    home = tmp_path / "home"
+    shutil.copytree(tmp_path / "results" / "records", home / "records")
+    old = home / "records" / "pending" / f"{rec['run_id']}.json"  # as records before this release had it
+    saved = json.loads(old.read_text())
+    saved["tracking"]["uri"] = tracking.default_uri(tmp_path / "results")
+    old.write_text(json.dumps(saved))
+    monkeypatch.undo()
+    assert harness.upload.main(["--results-dir", str(home)]) == 0
+    client = mlflow.tracking.MlflowClient(tracking.default_uri(home))
+    (run,) = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
+    assert run.data.tags["harness.record_id"] == rec["run_id"]
+    assert not (tmp_path / "results" / "mlflow.db").exists()
+
+
+def test_mlflow_keys_group_all_but_the_key_metrics():
+    assert tracking.mlflow_metric_key("latency_p99_ms") == "latency_p99_ms"
+    assert tracking.mlflow_metric_key("gpu_latency_median_ms") == "latency/gpu_latency_median_ms"
+    assert tracking.mlflow_metric_key("search_whole_greedy_ms") == "schedule/search_whole_greedy_ms"
+    assert tracking.mlflow_metric_key("sm_clock_min_mhz") == "device/sm_clock_min_mhz"
+    assert tracking.mlflow_metric_key("max_rel_error") == "run/max_rel_error"
 
 
 def test_without_mlflow_the_run_completes(bench_cfg, tmp_path, monkeypatch):
