@@ -8,10 +8,10 @@ import importlib
 import importlib.util
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -19,6 +19,8 @@ from ios_core.errors import UserError
 from ios_core.ir import Graph
 
 from .config import BackendConfig
+
+ConfigT = TypeVar("ConfigT", bound=BackendConfig)
 
 
 def slug(text: str) -> str:
@@ -63,15 +65,16 @@ class Prepared:
     check_output: bool = True
 
 
-class Backend(ABC):
+class Backend(ABC, Generic[ConfigT]):
     """Base class of every backend plugin: class attributes describe it (``name``, ``devices``,
     ``requires``, ``extra``, ``config_class``); :meth:`prepare` builds the model for one
     (graph, batch, device, precision) and returns a :class:`Prepared` whose ``infer`` the
-    protocol times. Library imports belong in ``prepare``, not at module import."""
+    protocol times. ``self.cfg`` is the backend's typed config (``class Ios(Backend[IosConfig])``).
+    Library imports belong in ``prepare``, not at module import."""
 
     name: ClassVar[str] = ""
     display_name: ClassVar[str] = ""
-    config_class: ClassVar[type] = BackendConfig
+    config_class: ClassVar[type[BackendConfig]] = BackendConfig
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     requires: ClassVar[tuple[str, ...]] = ()  # importable module names
     extra: ClassVar[str] = ""  # pip extra that installs them
@@ -107,13 +110,9 @@ class Backend(ABC):
                 out[mod] = "missing"
         return out
 
-    @classmethod
-    def check_config(cls, cfg: Any) -> None:
-        """Value checks of the backend's config beyond types (raise ConfigError); none by default."""
-        return None
-
-    def __init__(self, cfg: Any):
-        self.cfg = cfg
+    def __init__(self, cfg: ConfigT | Mapping[str, Any]):
+        """From the typed config or a composed mapping (checked as the dataclass is made)."""
+        self.cfg: ConfigT = cfg if isinstance(cfg, BackendConfig) else self.config_class.from_mapping(cfg)  # type: ignore[assignment]
 
     def label(self) -> str:
         """Name in the one-line summary (``Optimization:`` field)."""

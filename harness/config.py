@@ -7,10 +7,11 @@ cannot express. Backends contribute their own dataclass under ``backend/``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, get_type_hints
 
 from omegaconf import MISSING
 
@@ -104,11 +105,62 @@ class SweepConfig:
     baseline: str = ""  # a job's override, e.g. backend:pytorch: the table's speed-up is over that job
 
 
+def choose(key: str, value: Any, allowed: Iterable[str]) -> None:
+    """The one check of a closed choice. Plain strings, not Enums: OmegaConf matches an Enum by
+    member name, and the values users type (``ios-both``, ``reduce-overhead``) are not names."""
+    allowed = tuple(allowed)
+    if str(value) not in allowed:
+        raise ConfigError(f"{key}={value!r} is invalid; choose one of: {', '.join(allowed)}")
+
+
+def at_least(prefix: str, cfg: Any, minimum: int, *keys: str) -> None:
+    for key in keys:
+        if getattr(cfg, key) < minimum:
+            raise ConfigError(f"{prefix}{key}={getattr(cfg, key)} must be >= {minimum}")
+
+
 @dataclass
 class BackendConfig:
-    """Base of every backend's config; ``name`` selects the plugin."""
+    """Base of every backend's config; ``name`` selects the plugin. Hydra checks the types of an
+    override; :meth:`check` (run when the dataclass is made, see :meth:`from_mapping`) checks the
+    values, so a backend holds a valid, typed config (``self.cfg.r``, not ``int(cfg["r"])``)."""
 
     name: str = MISSING
+
+    def __post_init__(self) -> None:
+        for key, kind in get_type_hints(type(self)).items():  # Enum fields arrive as their values from dicts
+            value = getattr(self, key, None)
+            if isinstance(kind, type) and issubclass(kind, Enum) and not isinstance(value, kind):
+                try:
+                    setattr(self, key, kind(value))
+                except ValueError:
+                    choose(f"backend.{key}", value, [m.value for m in kind])
+        if self.name != MISSING:
+            self.check()
+
+    def check(self) -> None:
+        """Value checks beyond types: raise ConfigError naming the key and what is allowed."""
+
+    @classmethod
+    def check_keys(cls, keys: Iterable[Any], backend: str) -> None:
+        """``+backend.mdoe=x`` slips past Hydra's schema: a key the backend does not declare is refused."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(map(str, keys)) - known)
+        if unknown:
+            raise ConfigError(f"backend.{unknown[0]} is not an option of backend {backend!r}; "
+                              f"its options: {', '.join(sorted(known - {'name'}))}")
+
+    @classmethod
+    def from_mapping(cls: type[C], values: Mapping[str, Any]) -> C:
+        """The typed config from a composed (plain or OmegaConf) mapping, keys and values checked."""
+        cls.check_keys(values.keys(), str(values.get("name")))
+        return cls(**{str(k): v for k, v in values.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+C = TypeVar("C", bound=BackendConfig)
 
 
 @dataclass

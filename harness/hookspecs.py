@@ -1,6 +1,9 @@
 """The harness's plugin hooks (pluggy). The plugin contract is this hook and the class it
 returns: :class:`harness.backend.Backend` (its ``prepare`` builds the runnable model; its class
-attributes say the name, devices, required modules and pip extra).
+attributes say the name, devices, required modules and pip extra). Its options are a dataclass
+subclassing :class:`harness.config.BackendConfig` named by ``config_class``: Hydra checks their
+types on the command line, the dataclass's ``check`` their values, and the backend reads them
+typed as ``self.cfg`` (``class Mine(Backend[MineConfig])``).
 
 A plugin is any module (or object) with ``@hookimpl`` functions, registered through
 the ``harness.backends`` entry-point group in its package metadata::

@@ -79,3 +79,24 @@ def test_backend_is_abstract_and_errors_share_one_base():
     from ios_core.ir import GraphError
     from ios_core.schedule import ScheduleError
     assert all(issubclass(e, UserError) for e in (ConfigError, BackendError, GraphError, ScheduleError))
+
+
+def test_a_backend_holds_its_typed_config():
+    """Backends read ``self.cfg.r``, not ``int(cfg["r"])``: the composed mapping becomes the
+    backend's dataclass, its values checked once, closed choices with one message."""
+    from harness.config import ConfigError
+    from plugins.ios.config import IosConfig
+    from plugins.pytorch.backend import Mode, PyTorchBackend, PyTorchConfig
+    from plugins.tvm.backend import AutoTvmBackend
+    from plugins.tvm.config import AutoTvmConfig
+
+    b = PyTorchBackend({"name": "pytorch", "mode": "cudagraph", "compile_mode": "default", "channels_last": False})
+    assert isinstance(b.cfg, PyTorchConfig) and b.cfg.mode is Mode.cudagraph and b.label() == "PyTorch-CUDAGraph"
+    assert isinstance(AutoTvmBackend({"trials": 8}).cfg, AutoTvmConfig)
+    assert IosConfig.from_mapping({"name": "ios", "r": 2}).r == 2
+    with pytest.raises(ConfigError, match=r"^backend.mode='fast' is invalid; choose one of: eager, cudagraph, compile"):
+        PyTorchConfig(mode="fast")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^backend.schedule='ios' is invalid; choose one of: sequential, greedy"):
+        IosConfig(schedule="ios")
+    with pytest.raises(ConfigError, match=r"^backend.mdoe is not an option of backend 'pytorch'; its options: "):
+        PyTorchConfig.from_mapping({"name": "pytorch", "mdoe": "eager"})

@@ -18,13 +18,13 @@ from ios_core.runtime.insitu import PartTimer
 from ios_core.runtime.timer import TimingConfig
 from ios_core.schedule import Schedule, ScheduleError, greedy, optimize, sequential
 
-from .config import IosConfig, check
+from .config import IosConfig
 
 LABELS = {"sequential": "Sequential", "greedy": "Greedy", "ios-merge": "IOS-Merge", "ios-parallel": "IOS-Parallel",
           "ios-both": "IOS-Both"}
 
 
-class IosBackend(Backend):
+class IosBackend(Backend[IosConfig]):
     name = "ios"
     display_name = "IOS"
     config_class = IosConfig
@@ -33,20 +33,16 @@ class IosBackend(Backend):
     extra = ""
     shows_progress = True  # the search's own progress lines
 
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        check(cfg)
-
     def label(self) -> str:
-        if self.cfg["schedule_file"]:
+        if self.cfg.schedule_file:
             return "IOS-File"
-        base = LABELS[str(self.cfg["schedule"])]
-        opt = int(self.cfg.get("opt_batch", 0))
-        return base + ("-faithful" if self.cfg["runtime"] == "ios-faithful" else "") + (f"-opt{opt}" if opt else "")
+        base = LABELS[self.cfg.schedule]
+        opt = self.cfg.opt_batch
+        return base + ("-faithful" if self.cfg.runtime == "ios-faithful" else "") + (f"-opt{opt}" if opt else "")
 
     @property
     def store(self) -> Path:
-        return store_dir(str(self.cfg["store"]))
+        return store_dir(self.cfg.store)
 
     def cost_model(self, target: TorchTarget, batch: int, precision: str, device_name: str):
         """(the DP's cost model, the screening model or None, the measured model to close or None).
@@ -56,20 +52,20 @@ class IosBackend(Backend):
         analytic model ranks (timing thousands of stages there takes minutes) and the
         in-situ selection decides."""
         cfg = self.cfg
-        kind = str(cfg["cost_model"])
+        kind = cfg.cost_model
         cuda = target.device.type == "cuda"
         analytic = AnalyticCostModel(batch, "gpu" if cuda else "cpu",
                                      itemsize=2 if precision in ("fp16", "bf16") else 4)
         if kind == "analytic" or (kind == "auto" and not cuda):
             return analytic, None, None
-        mode, captured = RUNTIMES[str(cfg["runtime"])]
-        timer = StageTimer(target, batch, mode, captured, int(cfg["warmup"]), int(cfg["number"]), int(cfg["repeat"]),
-                           bool(cfg["fuse"]), bool(cfg["cold"]))
+        mode, captured = RUNTIMES[cfg.runtime]
+        timer = StageTimer(target, batch, mode, captured, cfg.warmup, cfg.number, cfg.repeat,
+                           cfg.fuse, cfg.cold)
         import torch
 
         context = ("v2", device_name, torch.__version__, torch.backends.cudnn.version(), batch, precision,
-                   cfg["runtime"], bool(cfg["channels_last"]), bool(cfg["fuse"]), int(cfg["number"]),
-                   int(cfg["repeat"]), bool(cfg["cold"]))
+                   cfg.runtime, cfg.channels_last, cfg.fuse, cfg.number,
+                   cfg.repeat, cfg.cold)
         cache = CostCache(self.store / "cache" / f"stage_costs-{slug(device_name)}.json")
         measured = MeasuredCostModel(timer, cache, context)
         calibrated = CalibratedCostModel(measured, analytic)
@@ -81,13 +77,14 @@ class IosBackend(Backend):
 
     def schedule_path(self, graph: Graph, device_name: str, batch: int, precision: str) -> Path:
         c = self.cfg
-        algo = str(c["schedule"])
+        algo = c.schedule
         # every setting that can change the searched schedule is in the name (a short hash),
         # so changing one of them searches again instead of reusing another setting's answer
         keys = ("r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime", "streams",
                 "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "channels_last")
-        digest = hashlib.sha1(json.dumps({k: c[k] for k in keys}, sort_keys=True, default=str).encode()).hexdigest()
-        extra = "" if algo in ("sequential", "greedy") else f"-r{c['r']}-s{c['s']}-k{c['keep']}-{digest[:10]}"
+        settings = json.dumps({k: getattr(c, k) for k in keys}, sort_keys=True, default=str)
+        digest = hashlib.sha1(settings.encode()).hexdigest()
+        extra = "" if algo in ("sequential", "greedy") else f"-r{c.r}-s{c.s}-k{c.keep}-{digest[:10]}"
         return (self.store / "schedules" / f"{graph.name}-{graph.hash()}" /
                 f"{slug(device_name)}-bs{batch}-{precision}-{algo}{extra}.json")
 
@@ -95,22 +92,22 @@ class IosBackend(Backend):
                metrics: dict[str, float]) -> Schedule:
         """The DP, then the in-situ choice among each part's candidates."""
         cfg = self.cfg
-        algo = str(cfg["schedule"])
+        algo = cfg.schedule
         cost, screen, measured = self.cost_model(target, batch, precision, device_name)
         measure_part = None
-        if cfg["select"]:
-            mode, captured = RUNTIMES[str(cfg["runtime"])]
+        if cfg.select:
+            mode, captured = RUNTIMES[cfg.runtime]
             # candidates are timed like stages, with one more warmup replay and two more replays
-            timing = TimingConfig(int(cfg["warmup"]) + 1, int(cfg["number"]), int(cfg["repeat"]) + 2,
-                                  bool(cfg["cold"]) and target.device.type == "cuda")
-            measure_part = PartTimer(graph, target, batch, mode, captured, timing, fuse=bool(cfg["fuse"]),
-                                     follow_chains=cfg["streams"] == "chains")
+            timing = TimingConfig(cfg.warmup + 1, cfg.number, cfg.repeat + 2,
+                                  cfg.cold and target.device.type == "cuda")
+            measure_part = PartTimer(graph, target, batch, mode, captured, timing, fuse=cfg.fuse,
+                                     follow_chains=cfg.streams == "chains")
         try:
-            sched = optimize(graph, cost, algo, int(cfg["r"]), int(cfg["s"]), int(cfg["part_size"]),
-                             str(cfg["ending"]), bool(cfg["progress"]), batch, device_name, precision,
-                             keep=int(cfg["keep"]), prune=bool(cfg["prune"]), measure_part=measure_part,
-                             greedy_streams=int(cfg["greedy_streams"]), screen=screen,
-                             screen_limit=int(cfg["screen_limit"]))
+            sched = optimize(graph, cost, algo, cfg.r, cfg.s, cfg.part_size,
+                             cfg.ending, cfg.progress, batch, device_name, precision,
+                             keep=cfg.keep, prune=cfg.prune, measure_part=measure_part,
+                             greedy_streams=cfg.greedy_streams, screen=screen,
+                             screen_limit=cfg.screen_limit)
         finally:
             if measured is not None:
                 measured.close()
@@ -123,21 +120,21 @@ class IosBackend(Backend):
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         cfg = self.cfg
-        target = TorchTarget(device, precision, bool(cfg["channels_last"]))
+        target = TorchTarget(device, precision, cfg.channels_last)
         device_name = target.device_name()
         metrics: dict[str, float] = {}
         t = time.perf_counter()
-        opt_batch = int(cfg["opt_batch"]) or batch  # specialization: a schedule made for another batch size
+        opt_batch = cfg.opt_batch or batch  # specialization: a schedule made for another batch size
         path = self.schedule_path(graph, device_name, opt_batch, precision)
-        if cfg["schedule_file"]:
-            sched = self._load(str(cfg["schedule_file"]), graph, "backend.schedule_file")
+        if cfg.schedule_file:
+            sched = self._load(cfg.schedule_file, graph, "backend.schedule_file")
         else:
-            algo = str(cfg["schedule"])
+            algo = cfg.schedule
             if algo == "sequential":
                 sched = sequential(graph)
             elif algo == "greedy":
-                sched = greedy(graph, int(cfg["greedy_streams"]))
-            elif path.is_file() and not cfg["research"]:
+                sched = greedy(graph, cfg.greedy_streams)
+            elif path.is_file() and not cfg.research:
                 sched = self._load(str(path), graph, "saved schedule (set backend.research=true to search again)")
                 metrics["search_reused"] = 1.0
                 for k in ("predicted_ms", "insitu_ms"):
@@ -148,23 +145,23 @@ class IosBackend(Backend):
                 metrics["search_reused"] = 0.0
             sched.batch, sched.device, sched.precision = opt_batch, device_name, precision
         metrics["search_cost_s"] = time.perf_counter() - t
-        if cfg["schedule_file"]:
-            path = Path(str(cfg["schedule_file"]))  # run as given; never saved where a search would be reused
+        if cfg.schedule_file:
+            path = Path(cfg.schedule_file)  # run as given; never saved where a search would be reused
         else:
             sched.to_json(path)
-        if cfg["bounds"]:  # under the configured cost model, so comparable with predicted_ms
+        if cfg.bounds:  # under the configured cost model, so comparable with predicted_ms
             cost, _, measured = self.cost_model(target, batch, precision, device_name)
             metrics.update(bounds(graph, cost))
             if measured is not None:
                 measured.close()
-        model = ScheduledModel(graph, sched, device, precision, str(cfg["runtime"]), bool(cfg["channels_last"]),
-                               bool(cfg["fuse"]), follow_chains=cfg["streams"] == "chains")
+        model = ScheduledModel(graph, sched, device, precision, cfg.runtime, cfg.channels_last,
+                               cfg.fuse, follow_chains=cfg.streams == "chains")
         infer, load = model.prepare(batch)
         metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()))
         artifacts = {"schedule.json": sched.to_json()}
         if "parts" in sched.stats.get("selection", {}):
             artifacts["selection.json"] = json.dumps(sched.stats["selection"], indent=1)
-        if cfg["profile"]:
+        if cfg.profile:
             from ios_core.runtime.profile import profile, profile_json, timeline_svg
 
             per_stage, spans = profile(model, seeded_input(graph, batch, 0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.config import BackendConfig, ConfigError
+from harness.config import BackendConfig, ConfigError, at_least, choose
 from ios_core.runtime import RUNTIMES
 from ios_core.schedule import ALGORITHMS, ENDINGS
 
@@ -41,17 +41,15 @@ class IosConfig(BackendConfig):
     store: str = ""  # where schedules and the cost cache live; default <repo>/results
     progress: bool = True
 
-
-def check(cfg) -> None:
-    choices = {"schedule": ALGORITHMS, "ending": ENDINGS, "cost_model": COST_MODELS, "runtime": tuple(RUNTIMES),
-               "streams": ("chains", "stage-order")}
-    for key, allowed in choices.items():
-        if str(cfg[key]) not in allowed:
-            raise ConfigError(f"backend.{key}={cfg[key]!r} is invalid; choose one of: {', '.join(allowed)}")
-    if int(cfg["opt_batch"]) < 0:
-        raise ConfigError(f"backend.opt_batch={cfg['opt_batch']} must be >= 0 (0: the run's batch)")
-    for key in ("r", "s", "part_size", "greedy_streams", "number", "repeat", "keep", "screen_limit"):
-        if int(cfg[key]) < 1:
-            raise ConfigError(f"backend.{key}={cfg[key]} must be >= 1")
-    if int(cfg["s"]) > 16:
-        raise ConfigError(f"backend.s={cfg['s']} is more streams per stage than the runtime keeps (16)")
+    def check(self) -> None:
+        choose("backend.schedule", self.schedule, ALGORITHMS)
+        choose("backend.ending", self.ending, ENDINGS)
+        choose("backend.cost_model", self.cost_model, COST_MODELS)
+        choose("backend.runtime", self.runtime, RUNTIMES)
+        choose("backend.streams", self.streams, ("chains", "stage-order"))
+        if self.opt_batch < 0:
+            raise ConfigError(f"backend.opt_batch={self.opt_batch} must be >= 0 (0: the run's batch)")
+        at_least("backend.", self, 1, "r", "s", "part_size", "greedy_streams", "number", "repeat", "keep",
+                 "screen_limit")
+        if self.s > 16:
+            raise ConfigError(f"backend.s={self.s} is more streams per stage than the runtime keeps (16)")

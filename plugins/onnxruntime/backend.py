@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
-from harness.config import BackendConfig, ConfigError
+from harness.config import BackendConfig, choose
 from ios_core.ir import Graph
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
@@ -19,23 +19,18 @@ class OnnxRuntimeConfig(BackendConfig):
     graph_optimization: str = "all"  # disable, basic, extended, all
     intra_op_threads: int = 0  # 0: ONNX Runtime decides
 
+    def check(self) -> None:
+        choose("backend.provider", self.provider, ("auto", *PROVIDERS))
+        choose("backend.graph_optimization", self.graph_optimization, LEVELS)
 
-class OnnxRuntimeBackend(Backend):
+
+class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
     name = "onnxruntime"
     display_name = "ONNXRuntime"
     config_class = OnnxRuntimeConfig
     devices = ("cpu", "cuda")
     requires = ("onnxruntime",)
     extra = "onnx"
-
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        if str(cfg["provider"]) not in ("auto", *PROVIDERS):
-            raise ConfigError(f"backend.provider={cfg['provider']!r} is invalid; choose one of: auto, "
-                              f"{', '.join(PROVIDERS)}")
-        if str(cfg["graph_optimization"]) not in LEVELS:
-            raise ConfigError(f"backend.graph_optimization={cfg['graph_optimization']!r} is invalid; choose one of: "
-                              f"{', '.join(LEVELS)}")
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         import onnxruntime as ort
@@ -45,7 +40,7 @@ class OnnxRuntimeBackend(Backend):
         if precision in ("fp16", "bf16"):
             raise BackendError(f"backend onnxruntime runs the float32 ONNX export; precision={precision} is not "
                                f"supported (use fp32 or tf32)")
-        provider = str(self.cfg["provider"])
+        provider = self.cfg.provider
         if provider == "auto":
             provider = "cuda" if device == "cuda" else "cpu"
         if device == "cpu" and provider != "cpu":
@@ -60,8 +55,8 @@ class OnnxRuntimeBackend(Backend):
         opts.graph_optimization_level = {
             "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
             "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[str(self.cfg["graph_optimization"])]
-        opts.intra_op_num_threads = int(self.cfg["intra_op_threads"])
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[self.cfg.graph_optimization]
+        opts.intra_op_num_threads = self.cfg.intra_op_threads
         provider_opts: dict = {}
         if provider == "cuda":
             provider_opts = {"use_tf32": "1" if precision == "tf32" else "0", "cudnn_conv_algo_search": "EXHAUSTIVE"}
@@ -79,5 +74,5 @@ class OnnxRuntimeBackend(Backend):
         return Prepared(infer=infer, load_input=load, display_name=f"ONNXRuntime-{provider.upper()}",
                         device_name=device if provider == "cpu" else f"{device} ({name})",
                         params={"ort_provider": sess.get_providers()[0],
-                                "ort_graph_optimization": str(self.cfg["graph_optimization"])},
+                                "ort_graph_optimization": self.cfg.graph_optimization},
                         artifacts={})

@@ -6,7 +6,7 @@ from enum import Enum
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
-from harness.config import BackendConfig, ConfigError
+from harness.config import BackendConfig, choose
 from harness.torch_utils import TorchTarget
 from ios_core.interpreters.torch import to_torch
 from ios_core.ir import Graph
@@ -28,12 +28,15 @@ class PyTorchConfig(BackendConfig):
     compile_mode: str = "default"  # one of COMPILE_MODES (torch.compile's spelling)
     channels_last: bool = False
 
+    def check(self) -> None:
+        choose("backend.compile_mode", self.compile_mode, COMPILE_MODES)
+
 
 _LABELS = {"eager": "PyTorch", "cudagraph": "PyTorch-CUDAGraph"}
 _COMPILE_LABELS = {"default": "TorchCompile", "reduce-overhead": "TorchCompile-RO", "max-autotune": "TorchCompile-MA"}
 
 
-class PyTorchBackend(Backend):
+class PyTorchBackend(Backend[PyTorchConfig]):
     name = "pytorch"
     display_name = "PyTorch"
     config_class = PyTorchConfig
@@ -41,27 +44,21 @@ class PyTorchBackend(Backend):
     requires = ("torch",)
     extra = ""
 
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        if str(cfg["compile_mode"]) not in COMPILE_MODES:
-            raise ConfigError(f"backend.compile_mode={cfg['compile_mode']!r} is invalid; choose one of: "
-                              f"{', '.join(COMPILE_MODES)}")
-
     def label(self) -> str:
-        mode = str(self.cfg["mode"])
-        return _COMPILE_LABELS[str(self.cfg["compile_mode"])] if mode == "compile" else _LABELS[mode]
+        mode = self.cfg.mode.value
+        return _COMPILE_LABELS[self.cfg.compile_mode] if mode == "compile" else _LABELS[mode]
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         import torch
 
-        mode = str(self.cfg["mode"])
-        target = TorchTarget(device, precision, bool(self.cfg["channels_last"]))
+        mode = self.cfg.mode.value
+        target = TorchTarget(device, precision, self.cfg.channels_last)
         if mode == "cudagraph" and device != "cuda":
             raise BackendError("backend.mode=cudagraph needs device=cuda (CUDA graphs do not exist on the CPU)")
         module = target.module(to_torch(graph))
         fn = module
         if mode == "compile":
-            fn = torch.compile(module, mode=str(self.cfg["compile_mode"]))
+            fn = torch.compile(module, mode=self.cfg.compile_mode)
         example = target.tensor(np.zeros((batch, *graph.input_shape), np.float32))
         if mode == "compile":  # compile now, so it counts as optimization cost
             with torch.inference_mode():

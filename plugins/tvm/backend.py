@@ -15,11 +15,11 @@ from harness.environment import cpu_model
 from ios_core.ir import Graph
 
 from . import cudnn, tuning
-from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig, check, check_autotvm
+from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig
 from .frontend import device_of, make_target, target_info, to_relax
 
 
-class TvmBackend(Backend):
+class TvmBackend(Backend[TvmConfig]):
     name = "tvm"
     display_name = "TVM"
     config_class = TvmConfig
@@ -27,14 +27,10 @@ class TvmBackend(Backend):
     requires = ("tvm",)
     extra = "tvm"
 
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        check(cfg)
-
     def pass_context(self):
         import tvm
-        return tvm.transform.PassContext(opt_level=int(self.cfg["opt_level"]),
-                                         config={"relax.backend.use_cuda_graph": bool(self.cfg["cuda_graph"])})
+        return tvm.transform.PassContext(opt_level=self.cfg.opt_level,
+                                         config={"relax.backend.use_cuda_graph": self.cfg.cuda_graph})
 
     def lower(self, mod, target, graph: Graph, batch: int, precision: str, device_name: str,
               metrics: dict[str, float], params: dict[str, Any]):
@@ -105,23 +101,20 @@ class AutoTvmBackend(TvmBackend):
     display_name = "TVM-AutoTune"
     shows_progress = True  # a tuning bar
     config_class = AutoTvmConfig
-
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        check_autotvm(cfg)
+    cfg: AutoTvmConfig
 
     def check_tuning_deps(self) -> None:
         """MetaSchedule imports psutil, and XGBoost for the xgb cost model, only once tuning starts."""
-        need = ["psutil"] + (["xgboost"] if TUNERS[str(self.cfg["tuner"])][1] == "xgb" else [])
+        need = ["psutil"] + (["xgboost"] if TUNERS[self.cfg.tuner][1] == "xgb" else [])
         missing = [m for m in need if importlib.util.find_spec(m) is None]
         if missing:
             raise BackendError(f"autotvm tuning needs {', '.join(missing)}, which is not installed: "
                                f"pip install -e '.[tvm]'")
 
     def database_dir(self, graph: Graph, batch: int, precision: str, device_name: str) -> Path:
-        if self.cfg["database"]:
-            return Path(str(self.cfg["database"]))
-        return (store_dir(str(self.cfg["store"])) / "tvm_tuning" / slug(device_name) /
+        if self.cfg.database:
+            return Path(self.cfg.database)
+        return (store_dir(self.cfg.store) / "tvm_tuning" / slug(device_name) /
                 f"{graph.name}-{graph.hash()}-bs{batch}-{precision}")
 
     def lower(self, mod, target, graph, batch, precision, device_name, metrics, params):
@@ -131,24 +124,24 @@ class AutoTvmBackend(TvmBackend):
         mod = tuning.prepare_for_tuning(mod, target)
         path = self.database_dir(graph, batch, precision, device_name)
         database = tuning.open_database(path)
-        have, want = len(database), int(cfg["trials"])
-        todo = want if cfg["retune"] else max(0, want - have)
+        have, want = len(database), cfg.trials
+        todo = want if cfg.retune else max(0, want - have)
         phases = tuning.PhaseTimes()
         t = time.perf_counter()
         tasks = 0
         if todo:
             self.check_tuning_deps()
-            compiler = tuning.cuda_compiler(str(cfg["cuda_compiler"])) if target.kind.name == "cuda" else "nvrtc"
+            compiler = tuning.cuda_compiler(cfg.cuda_compiler) if target.kind.name == "cuda" else "nvrtc"
             params["tvm_cuda_compiler"] = compiler
-            bar = tqdm(total=todo, desc=f"autotvm {graph.name}", unit="trial", disable=not cfg["progress"] or None,
+            bar = tqdm(total=todo, desc=f"autotvm {graph.name}", unit="trial", disable=not cfg.progress or None,
                        leave=False)
-            runner = tuning.make_runner(str(cfg["runner"]), phases, number=int(cfg["number"]),
-                                        repeat=int(cfg["repeat"]), min_repeat_ms=int(cfg["min_repeat_ms"]),
-                                        rpc_tracker=str(cfg["rpc_tracker"]), rpc_key=str(cfg["rpc_key"]))
+            runner = tuning.make_runner(cfg.runner, phases, number=cfg.number,
+                                        repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms,
+                                        rpc_tracker=cfg.rpc_tracker, rpc_key=cfg.rpc_key)
             try:
-                tasks = tuning.tune(mod, target, database, todo, tuner=str(cfg["tuner"]),
-                                    trials_per_iter=int(cfg["trials_per_iter"]), runner=runner, phases=phases,
-                                    work_dir=path, seed=int(cfg["seed"]), build_threads=int(cfg["build_threads"]),
+                tasks = tuning.tune(mod, target, database, todo, tuner=cfg.tuner,
+                                    trials_per_iter=cfg.trials_per_iter, runner=runner, phases=phases,
+                                    work_dir=path, seed=cfg.seed, build_threads=cfg.build_threads,
                                     cuda_compiler=compiler, progress=bar)
             except Exception as err:
                 raise BackendError(f"autotvm tuning failed after {phases.measured} measured candidates "
@@ -159,7 +152,7 @@ class AutoTvmBackend(TvmBackend):
         metrics.update(tune_s=time.perf_counter() - t, tune_tasks=float(tasks), tune_trials_run=float(todo),
                        tune_records_before=float(have), tune_records=float(len(database)),
                        tune_reused=float(todo == 0), **phases.as_metrics())
-        params.update(tvm_tuner=str(cfg["tuner"]), tvm_runner=str(cfg["runner"]), tvm_database=str(path))
+        params.update(tvm_tuner=cfg.tuner, tvm_runner=cfg.runner, tvm_database=str(path))
         t = time.perf_counter()
         executable = tuning.compile_tuned(database, mod, target)
         metrics["tvm_compile_s"] = time.perf_counter() - t

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.config import BackendConfig, ConfigError
+from harness.config import BackendConfig, ConfigError, at_least, choose
 
 # backend.tuner: MetaSchedule search strategy, and the cost model that ranks candidates
 TUNERS = {
@@ -22,6 +22,10 @@ class TvmConfig(BackendConfig):
     name: str = "tvm"
     cuda_graph: bool = False  # Relax's CUDA-graph rewrite (relax.backend.use_cuda_graph)
     opt_level: int = 3
+
+    def check(self) -> None:
+        if self.opt_level not in range(4):
+            raise ConfigError(f"backend.opt_level={self.opt_level} must be 0..3")
 
 
 @dataclass
@@ -49,26 +53,14 @@ class AutoTvmConfig(TvmConfig):
     seed: int = 0
     progress: bool = True
 
-
-def check(cfg) -> None:
-    if int(cfg["opt_level"]) not in range(4):
-        raise ConfigError(f"backend.opt_level={cfg['opt_level']} must be 0..3")
-
-
-def check_autotvm(cfg) -> None:
-    check(cfg)
-    if bool(cfg["cuda_graph"]):
-        raise ConfigError("backend.cuda_graph is not supported by autotvm (MetaSchedule's compile sets its own "
-                          "pass context); use backend=tvm for it")
-    if str(cfg["tuner"]) not in TUNERS:
-        raise ConfigError(f"backend.tuner={cfg['tuner']!r} is invalid; choose one of: {', '.join(TUNERS)}")
-    if str(cfg["cuda_compiler"]) not in CUDA_COMPILERS:
-        raise ConfigError(f"backend.cuda_compiler={cfg['cuda_compiler']!r} is invalid; choose one of: "
-                          f"{', '.join(CUDA_COMPILERS)}")
-    if str(cfg["runner"]) not in RUNNERS:
-        raise ConfigError(f"backend.runner={cfg['runner']!r} is invalid; choose one of: {', '.join(RUNNERS)}")
-    for key in ("trials", "trials_per_iter", "number", "repeat"):
-        if int(cfg[key]) < 1:
-            raise ConfigError(f"backend.{key}={cfg[key]} must be >= 1")
-    if str(cfg["runner"]) == "rpc" and (":" not in str(cfg["rpc_tracker"]) or not cfg["rpc_key"]):
-        raise ConfigError("backend.runner=rpc needs backend.rpc_tracker=host:port and backend.rpc_key=<device key>")
+    def check(self) -> None:
+        super().check()
+        if self.cuda_graph:
+            raise ConfigError("backend.cuda_graph is not supported by autotvm (MetaSchedule's compile sets its own "
+                              "pass context); use backend=tvm for it")
+        choose("backend.tuner", self.tuner, TUNERS)
+        choose("backend.cuda_compiler", self.cuda_compiler, CUDA_COMPILERS)
+        choose("backend.runner", self.runner, RUNNERS)
+        at_least("backend.", self, 1, "trials", "trials_per_iter", "number", "repeat")
+        if self.runner == "rpc" and (":" not in self.rpc_tracker or not self.rpc_key):
+            raise ConfigError("backend.runner=rpc needs backend.rpc_tracker=host:port and backend.rpc_key=<device key>")
