@@ -1,4 +1,4 @@
-"""nox sessions: `nox -s tests` and `nox -s lint` (both reuse the CPU torch build)."""
+"""nox sessions: `nox -s tests` and `nox -s lint` (ruff and mypy; both reuse the CPU torch build)."""
 
 import nox
 
@@ -14,5 +14,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    session.install("torch==2.13.0")
+    session.install("-e", ".[all,dev]")  # mypy reads the libraries' own types
     session.run("ruff", "check", ".")
+    session.run("mypy")

@@ -74,6 +74,7 @@ class Backend(ABC, Generic[ConfigT]):
 
     name: ClassVar[str] = ""
     display_name: ClassVar[str] = ""
+    runs: ClassVar[str] = ""  # what it runs, one line (--list-backends, --help)
     config_class: ClassVar[type[BackendConfig]] = BackendConfig
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     requires: ClassVar[tuple[str, ...]] = ()  # importable module names

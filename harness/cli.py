@@ -25,7 +25,7 @@ def _print_backends() -> None:
     from .plugins import backend_table
 
     table = Table(title="harness backends")
-    for col in ("backend", "devices", "status", "extra"):
+    for col in ("backend", "devices", "status", "extra", "runs"):
         table.add_column(col)
     for row in backend_table():
         table.add_row(*row)
@@ -43,7 +43,7 @@ def _task(cfg: Any) -> str:
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
-    sweep = None
+    sweep: dict[str, Any] | None = None
     if multirun:
         sweep = {**job_sweep_info(hc.sweep.dir), "job_num": hc.job.num,
                  "job_overrides": [o for o in hc.overrides.task if not o.lstrip("+~").startswith("sweep.")],
@@ -54,7 +54,7 @@ def _task(cfg: Any) -> str:
         if os.environ.get("HARNESS_DEBUG"):
             raise
         print(f"error: {exc}", file=sys.stderr)
-        if not multirun:
+        if sweep is None:  # a single run
             sys.exit(2)
         from . import sweeps  # one bad combination does not end the sweep: it is recorded FAILED
 

@@ -48,7 +48,7 @@ class DeviceType(str, Enum):
     cuda = "cuda"
 
 
-class ClockLock(str, Enum):
+class ClockLockMode(str, Enum):
     off = "off"
     on = "on"  # lock if permitted, warn otherwise
     required = "required"  # a lock that fails is an error
@@ -64,7 +64,7 @@ class ModelConfig:
 class DeviceConfig:
     type: DeviceType = DeviceType.auto
     index: int = 0
-    lock_clocks: ClockLock = ClockLock.off
+    lock_clocks: ClockLockMode = ClockLockMode.off
     clock: str = "base"  # "base" (TDP clock), "max", or a frequency in MHz
     sample_interval_ms: int = 50
 

@@ -77,12 +77,13 @@ def template() -> str:
 
     parts = [HEAD, "Top-level options:"]
     parts += options(BenchConfig, "")
-    for name, cls in (("runner", RunnerConfig), ("device", DeviceConfig), ("tracking", TrackingConfig),
-                      ("sweep", SweepConfig)):
-        parts += ["", f"{name}.* :"] + options(cls, f"{name}.")
+    groups: tuple[tuple[str, type], ...] = (("runner", RunnerConfig), ("device", DeviceConfig),
+                                            ("tracking", TrackingConfig), ("sweep", SweepConfig))
+    for name, group in groups:
+        parts += ["", f"{name}.* :"] + options(group, f"{name}.")
     parts += ["", "Backend options (backend=<name> backend.<option>=value):"]
     for name, cls in backends().items():
-        doc = " ".join((inspect.getdoc(cls) or "").split()).split(". ")[0] if cls.__doc__ else ""
+        doc = cls.runs or (" ".join((inspect.getdoc(cls) or "").split()).split(". ")[0] if cls.__doc__ else "")
         parts += ["", f"backend={name}" + (f"    {doc}" if doc else "")] + options(cls.config_class, "backend.")
     text = "\n".join(parts) + "\n" + TAIL
     return text.replace("$", "$$").replace("$$APP_CONFIG_GROUPS", "$APP_CONFIG_GROUPS")  # string.Template

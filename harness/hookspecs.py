@@ -39,3 +39,4 @@ def harness_backends() -> list[type[Backend]]:
     ``prepare`` so that ``--help``, config errors and other backends stay fast when it
     is missing.
     """
+    raise NotImplementedError  # a specification: pluggy calls the plugins' implementations

@@ -90,8 +90,8 @@ def register_configs() -> None:
         cs.store(group="backend", name=name, node=cls.config_class(name=name))
 
 
-def backend_table() -> list[tuple[str, str, str, str]]:
-    """(name, devices, status, extra) per backend, for ``--list-backends``: "ready" only when a
+def backend_table() -> list[tuple[str, str, str, str, str]]:
+    """(name, devices, status, extra, what it runs) per backend, for ``--list-backends``: "ready" only when a
     run could start here (libraries installed, a device it runs on present, build features)."""
     here = available_devices()
     rows = []
@@ -108,7 +108,7 @@ def backend_table() -> list[tuple[str, str, str, str]]:
             except Exception as exc:  # a broken install
                 why = f"{type(exc).__name__}: {exc}"
             status = f"not ready: {why}" if why else f"ready ({', '.join(usable)})"
-        rows.append((name, ",".join(cls.devices), status, cls.extra or "-"))
+        rows.append((name, ",".join(cls.devices), status, cls.extra or "-", cls.runs))
     return rows
 
 

@@ -16,7 +16,7 @@ def profile_ops(graph: Any, device: str, precision: str, batch: int) -> tuple[di
 
     timer = StageTimer(TorchTarget(device, precision), batch)
 
-    def time_nodes(nodes):
+    def time_nodes(nodes: list) -> list[float]:
         out: list[float] = []
         for i in range(0, len(nodes), CHUNK):
             out += timer.time_many(graph, [[[n]] for n in nodes[i:i + CHUNK]])

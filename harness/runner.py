@@ -13,7 +13,7 @@ import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -22,8 +22,7 @@ from ios_core.models import build_model, check_params
 
 from . import sweeps
 from .clocks import ClockLock, load_nvml
-from .config import BenchConfig, ConfigError, validate
-from .config import ClockLock as LockMode
+from .config import BenchConfig, ClockLockMode, ConfigError, validate
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import measure
@@ -54,28 +53,28 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     validate(cfg)
     backend_cls = get_backend(str(cfg.backend.name))
     backend_cls.config_class.from_mapping(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
-    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    plain["tracking"]["results_dir"] = str(Path(plain["tracking"]["results_dir"]).resolve())  # type: ignore[index]
-    check_results_dir(plain["tracking"]["results_dir"])  # type: ignore[index]
-    if plain["device"]["type"] == "cuda":  # type: ignore[index]
+    plain = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    plain["tracking"]["results_dir"] = str(Path(plain["tracking"]["results_dir"]).resolve())
+    check_results_dir(plain["tracking"]["results_dir"])
+    if plain["device"]["type"] == "cuda":
         from .protocol import resolve_device
         resolve_device("cuda")  # no GPU: one line before any work, not a failed run
-    params = plain["model"].get("params") or {}  # type: ignore[index]
-    if plain["model"]["name"] == "onnx" and str(params.get("path") or "???") == "???":  # type: ignore[index]
+    params = plain["model"].get("params") or {}
+    if plain["model"]["name"] == "onnx" and str(params.get("path") or "???") == "???":
         raise ConfigError("model=onnx needs the file: add model.params.path=/abs/net.onnx")
     for key, path in _input_files(plain).items():  # files the child would read: checked here, before any work
         if not Path(path).is_file():
             raise ConfigError(f"{key}={path}: no such file")
         if not os.access(path, os.R_OK):
             raise ConfigError(f"{key}={path}: cannot be read (permissions)")
-    model = plain["model"]  # type: ignore[index]
+    model = plain["model"]
     try:
         check_params(model["name"], model.get("params") or {})
         if "image_size" in (model.get("params") or {}):  # the range (the least size that builds) is known
             build_model(model["name"], **model["params"])  # only by building: under a second on the CPU
     except GraphError as exc:
         raise ConfigError(str(exc)) from None
-    return plain  # type: ignore[return-value]
+    return plain
 
 
 def _input_files(plain: dict[str, Any]) -> dict[str, str]:
@@ -155,9 +154,9 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     runner = plain["runner"]
     dev = plain["device"]
     lock = None
-    if dev["lock_clocks"] != LockMode.off.value:
+    if dev["lock_clocks"] != ClockLockMode.off.value:
         nvml = load_nvml()
-        lock = ClockLock(nvml, dev["index"], dev["clock"], required=dev["lock_clocks"] == LockMode.required.value)
+        lock = ClockLock(nvml, dev["index"], dev["clock"], required=dev["lock_clocks"] == ClockLockMode.required.value)
     interrupted: Interrupted | None = None
     try:
         with _sigterm_raises():
@@ -179,6 +178,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     record["tags"]["clock_locked"] = str(bool(record["tags"].get("clock_locked_mhz"))).lower()
     if outcome.ok:
         res = outcome.result
+        assert res is not None  # an ok outcome carries the child's result
         record["run_name"] = variant_name(plain, label, res["device"], sweep)
         record.update(status="FINISHED", metrics=res["metrics"], params=res["params"],
                       artifacts=res["artifacts"], latencies_ms=res["latencies_ms"],
@@ -242,7 +242,7 @@ def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str
     results_dir = plain["tracking"]["results_dir"]
     entry = sweeps.finished_job(results_dir, sweep, plain)
     record = sweeps.load_record(results_dir, entry["record_id"]) if entry else None
-    if record is None:
+    if record is None or entry is None:
         return None
     sweeps.mark_reused(results_dir, sweep, plain)
     if (records_dir(results_dir) / "pending" / f"{record['run_id']}.json").exists():

@@ -27,7 +27,9 @@ def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 def in_flight(intervals: list[tuple[float, float]]) -> tuple[list[float], list[int]]:
     """A step function: at times[i] the count becomes counts[i] (intervals half-open)."""
     edges = sorted([(s, 1) for s, e in intervals if e > s] + [(e, -1) for s, e in intervals if e > s])
-    times, counts, level = [], [], 0
+    times: list[float] = []
+    counts: list[int] = []
+    level = 0
     for t, d in edges:
         level += d
         if times and times[-1] == t:
@@ -81,7 +83,9 @@ def in_flight_svg(intervals: list[tuple[float, float]], title: str, what: str) -
     ax.step([(t - t0) / 1e3 for t in times], counts, where="post")
     ax.set_xlabel("time (ms)")
     ax.set_ylabel(f"{what} in flight")
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")

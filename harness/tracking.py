@@ -95,7 +95,7 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri, self.experiment = uri, experiment
-        lock = contextlib.nullcontext()
+        lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         if uri.startswith("sqlite:///"):  # two first runs at once: one creates the schema, the other waits
             from filelock import FileLock
 

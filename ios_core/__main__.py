@@ -16,7 +16,7 @@ from .models import MODELS, build_model
 
 
 def _params(pairs: list[str]) -> dict:
-    out = {}
+    out: dict[str, int | str] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep:

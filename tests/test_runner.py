@@ -46,6 +46,7 @@ def test_list_backends_says_ready_only_when_a_run_could_start(monkeypatch):
     rows = {r[0]: r for r in plugins.backend_table()}
     assert rows["tvm_cudnn"][2] == "not ready: this TVM is built without cuDNN (USE_CUDNN OFF)"
     assert rows["pytorch"][2] == "ready (cpu, cuda)"
+    assert "MetaSchedule" in rows["autotvm"][4]  # the name users type; what it runs said plainly
 
 
 @pytest.mark.parametrize("mode", ["eager", "compile"])

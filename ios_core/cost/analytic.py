@@ -55,6 +55,7 @@ class AnalyticCostModel:
         total_t, busy = 0.0, 0.0
         shape = in_shape
         for n in inner:
+            assert n.output_shape is not None
             out = float(np.prod(n.output_shape)) * self.batch
             flops = 2.0 * n.macs(shape) * self.batch
             w = _weight_elems(n, shape)

@@ -55,7 +55,8 @@ def op_profile(graph: Graph, time_nodes: Callable[[list[Node]], Sequence[float]]
         preds = [v.node for t in n.inputs for v in t]
         prev = max(preds, key=lambda p: finish[p])
         finish[n.name], via[n.name] = finish[prev] + lat[n.name], prev
-    critical, cur = set(), graph.output.name
+    critical: set[str] = set()
+    cur: str | None = graph.output.name
     while cur is not None:
         critical.add(cur)
         cur = via[cur]
@@ -63,6 +64,7 @@ def op_profile(graph: Graph, time_nodes: Callable[[list[Node]], Sequence[float]]
     rows = []
     for n in nodes:
         shape = graph.input_shape_of(n)
+        assert n.output_shape is not None
         flops = 2.0 * n.macs(shape) * batch
         nbytes = (float(np.prod(shape)) + float(np.prod(n.output_shape))) * batch * itemsize \
             + _weight_elems(n, shape) * itemsize

@@ -9,22 +9,24 @@ semantics and the Sequential chaining live here once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from ..ir import Graph, GraphError, Node, Placeholder, Sequential, Term
+from ..ir.nodes import Conv, Linear
 
 T = TypeVar("T")
 
 
-def weighted_nodes(nodes, require: bool = False) -> Iterator[Node]:
+def weighted_nodes(nodes, require: bool = False) -> Iterator[Conv | Linear]:
     """The conv and linear nodes among ``nodes``, Sequential compounds opened; with
     ``require``, a node without weights is an error."""
     for node in nodes:
         for n in (node.nodes if isinstance(node, Sequential) else [node]):
             if n.kind in ("conv", "linear"):
-                if require and n.weight is None:
-                    raise ValueError(f"node {n.name}: has no weights; call graph.init_weights(seed)")
-                yield n
+                w = cast("Conv | Linear", n)  # the kinds of Conv and Linear
+                if require and w.weight is None:
+                    raise ValueError(f"node {w.name}: has no weights; call graph.init_weights(seed)")
+                yield w
 
 
 def weight_params(graph: Graph, put: Callable[[Any], Any]) -> dict[str, tuple[Any, Any]]:
@@ -77,7 +79,7 @@ class Interpreter(Generic[T]):
 
     def channels(self, name: str) -> int:
         """Channel count of a producer's full output (decides whether a Value is a slice)."""
-        return self.graph.node(name).output_shape[0]
+        return self.graph.node(name).out_channels_
 
     def value(self, env: dict[str, T], v) -> T:
         full = self.channels(v.node)

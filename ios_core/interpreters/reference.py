@@ -121,6 +121,7 @@ class ReferenceExecutor(Interpreter[np.ndarray]):
         return x.reshape(x.shape[0], -1, 1, 1)
 
     def visit_linear(self, node: Linear, x):
+        assert node.weight is not None, f"node {node.name}: has no weights"
         y = x.reshape(x.shape[0], -1) @ node.weight.astype(np.float64).T
         if node.bias is not None:
             y = y + node.bias

@@ -4,6 +4,8 @@ torch.export-based importers)."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -28,14 +30,20 @@ def torch_activation(x: torch.Tensor, act: str) -> torch.Tensor:
     return x
 
 
+class WeightSource(Protocol):
+    """Where :class:`TorchOps` reads a weighted node's (weight, bias) from."""
+
+    def params_of(self, node: Node) -> tuple[torch.Tensor, torch.Tensor | None]: ...
+
+
 class TorchOps(Interpreter[torch.Tensor]):
     """Torch implementations of every node kind, reading weights from a module."""
 
     target = "torch"
 
-    def __init__(self, graph: Graph, module: GraphModule):
+    def __init__(self, graph: Graph, module: WeightSource):
         super().__init__(graph)
-        self.module = module
+        self.module: WeightSource = module
 
     def slice(self, x, begin, end, channels):
         return x[:, begin:end]

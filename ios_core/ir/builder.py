@@ -7,6 +7,7 @@ the graph hash does not depend on them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from .graph import Block, Graph, term_shape
 from .nodes import Activation, Conv, Element, Identity, Node, Placeholder, Pool, Sequential, Shape, Term, Value
@@ -18,8 +19,9 @@ class GraphBuilder:
     def __init__(self, name: str, input_shape: Shape):
         self.name = name
         self._counter = 0
-        self.input = Placeholder(name=self._next(), output_shape=tuple(input_shape))
-        self.shapes: dict[str, Shape] = {self.input.name: self.input.output_shape}
+        shape = cast(Shape, tuple(input_shape))
+        self.input = Placeholder(name=self._next(), output_shape=shape)
+        self.shapes: dict[str, Shape] = {self.input.name: shape}
         self.blocks: list[Block] = []
         self._block: Block | None = None
         self._parts: list[list[str]] | None = None

@@ -200,6 +200,7 @@ class Graph:
     def node_bytes(self, node: Node, itemsize: int = 4) -> int:
         """Bytes moved by one node per sample: inputs read, output written, weights."""
         read = sum(v.channels for t in node.inputs for v in t) * int(np.prod(self.input_shape_of(node)[1:]))
+        assert node.output_shape is not None
         out = int(np.prod(node.output_shape))
         inner = node.nodes if isinstance(node, Sequential) else [node]
         w = sum(a.size for n in inner for a in n.weights().values() if a is not None)
@@ -226,7 +227,9 @@ class Graph:
         return out
 
     def save_weights(self, path: str | Path) -> None:
-        np.savez(path, **self.weight_arrays())
+        # Any: numpy's stub types **kwds as ArrayLike but also has a bool ``allow_pickle`` keyword
+        arrays: dict[str, Any] = self.weight_arrays()
+        np.savez(path, **arrays)
 
     def load_weights(self, path: str | Path) -> None:
         with np.load(path) as data:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -80,6 +80,7 @@ class Node:
 
     def macs(self, in_shape: Shape) -> int:
         """Multiply-accumulates per sample (IOS counts 1 per output for cheap ops)."""
+        assert self.output_shape is not None
         return int(np.prod(self.output_shape))
 
     def weights(self) -> dict[str, np.ndarray | None]:
@@ -163,6 +164,7 @@ class Conv(Node):
 
     def macs(self, in_shape: Shape) -> int:
         per_out = self.kernel[0] * self.kernel[1] * in_shape[0] // self.groups
+        assert self.output_shape is not None
         return int(np.prod(self.output_shape)) * (per_out + 1)
 
     def weights(self) -> dict[str, np.ndarray | None]:
@@ -201,7 +203,7 @@ class Pool(Node):
         return self.pool_type.startswith("global")
 
     def attrs(self) -> dict[str, Any]:
-        out = {"pool_type": self.pool_type}
+        out: dict[str, Any] = {"pool_type": self.pool_type}
         if not self.is_global:
             out.update(kernel=list(self.kernel), stride=list(self.stride), padding=list(self.padding),
                        ceil_mode=self.ceil_mode, count_include_pad=self.count_include_pad)
@@ -230,6 +232,7 @@ class Pool(Node):
     def macs(self, in_shape: Shape) -> int:
         if self.is_global:
             return int(np.prod(in_shape))
+        assert self.output_shape is not None
         return int(np.prod(self.output_shape)) * self.kernel[0] * self.kernel[1]
 
     def label(self) -> str:
@@ -355,14 +358,14 @@ class Sequential(Node):
         total, shape = 0, in_shape
         for inner in self.nodes:
             total += inner.macs(shape)
-            shape = inner.output_shape
+            shape = cast(Shape, inner.output_shape)  # set by infer()
         return total
 
     def init_weights(self, rng: np.random.Generator, in_shape: Shape) -> None:
         shape = in_shape
         for inner in self.nodes:
             inner.init_weights(rng, shape)
-            shape = inner.output_shape
+            shape = cast(Shape, inner.output_shape)  # set by infer()
 
     def label(self) -> str:
         return self.hint or "Sequential"

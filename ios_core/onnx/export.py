@@ -62,6 +62,7 @@ class OnnxExporter(Interpreter[str]):
         return x if act == "identity" else self.emit(_ACT_OPS[act], [x], f"{hint}_{act}")
 
     def visit_conv(self, node: Conv, x):
+        assert node.weight is not None, f"node {node.name}: has no weights"
         w = self.const(f"{node.name}_w", node.weight)
         b = self.const(f"{node.name}_b", node.bias if node.bias is not None else np.zeros(node.out_channels,
                                                                                           np.float32))
@@ -91,6 +92,7 @@ class OnnxExporter(Interpreter[str]):
 
     def visit_linear(self, node: Linear, x):
         flat = self.emit("Flatten", [x], f"flat{node.name}", axis=1)
+        assert node.weight is not None, f"node {node.name}: has no weights"
         w = self.const(f"{node.name}_w", node.weight)
         b = self.const(f"{node.name}_b", node.bias if node.bias is not None else np.zeros(node.out_features,
                                                                                           np.float32))

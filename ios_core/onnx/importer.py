@@ -10,6 +10,7 @@ cut where a single tensor is live (every path crosses it).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import onnx
@@ -122,9 +123,10 @@ class _Importer:
         dims = inputs[0].type.tensor_type.shape.dim
         if len(dims) != 4 or any(not d.HasField("dim_value") for d in dims[1:]):
             raise OnnxImportError(f"input {inputs[0].name!r} must be NCHW with known C, H, W")
-        placeholder = Placeholder(name="0", output_shape=tuple(int(d.dim_value) for d in dims[1:]))
-        self.shapes["0"] = placeholder.output_shape
-        self.exprs[inputs[0].name] = [[Value("0", 0, placeholder.output_shape[0])]]
+        shape = cast(Shape, tuple(int(d.dim_value) for d in dims[1:]))  # len(dims) == 4 checked above
+        placeholder = Placeholder(name="0", output_shape=shape)
+        self.shapes["0"] = shape
+        self.exprs[inputs[0].name] = [[Value("0", 0, shape[0])]]
         self.rank[inputs[0].name] = 4
         for n in g.node:
             handler = getattr(self, f"op_{n.op_type}", None)

@@ -43,6 +43,7 @@ class PartTimer:
             k = f"{key}#{i}"
             if k not in self.weights:
                 t = self.target.tensor
+                assert x.weight is not None, f"node {x.name}: has no weights"
                 self.weights[k] = (t(x.weight), None if x.bias is None else t(x.bias))
             out[x.name] = self.weights[k]
         return out
@@ -50,6 +51,7 @@ class PartTimer:
     def _input(self, name: str) -> torch.Tensor:
         if name not in self.inputs:
             shape = self.graph.node(name).output_shape
+            assert shape is not None
             x = self.rng.standard_normal((self.batch, *shape), dtype=np.float32)
             self.inputs[name] = self.target.tensor(x)
         return self.inputs[name]
@@ -65,7 +67,7 @@ class PartTimer:
             for g in st:
                 for n in g:
                     params.update(self._params(n))
-                    channels[n.name] = n.output_shape[0]
+                    channels[n.name] = n.out_channels_
                     for t in n.inputs:
                         for v in t:
                             if v.node not in inside and v.node not in env:

@@ -25,7 +25,7 @@ class RuntimeOps(TorchOps):
         self.fuse = fuse
         self.module = self  # TorchOps reads weights through module.params_of
 
-    def params_of(self, node: Node):
+    def params_of(self, node: Node) -> tuple[torch.Tensor, torch.Tensor | None]:
         return self.params[node.name]
 
     def channels(self, name: str) -> int:
@@ -39,7 +39,7 @@ class RuntimeOps(TorchOps):
 
 
 def graph_channels(graph: Graph) -> dict[str, int]:
-    return {n.name: n.output_shape[0] for n in graph.nodes()}
+    return {n.name: n.out_channels_ for n in graph.nodes()}
 
 
 def random_params(node: Node, in_shape, to_tensor, rng: np.random.Generator) -> Params:

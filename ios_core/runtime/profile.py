@@ -12,6 +12,7 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -31,7 +32,7 @@ class GroupSpan:
 def profile(model: ScheduledModel, x: np.ndarray, repeat: int = 5) -> tuple[list[float], list[GroupSpan]]:
     """(mean ms per stage, the group spans of the last repeat)."""
     cuda = model.target.device.type == "cuda"
-    streams = [None]
+    streams = cast("list[torch.cuda.Stream]", [None])  # on the CPU the entry only goes to _Clock, which ignores it
     if cuda:
         from .streams import side_streams
 
@@ -50,6 +51,7 @@ def profile(model: ScheduledModel, x: np.ndarray, repeat: int = 5) -> tuple[list
                 for j, group in enumerate(stage):
                     st = streams[j] if cuda else None
                     if cuda and j:
+                        assert st is not None
                         st.wait_stream(streams[0])
                     with torch.cuda.stream(st) if cuda else contextlib.nullcontext():
                         a = _Clock(cuda, st)
@@ -111,7 +113,7 @@ def timeline_svg(spans: list[GroupSpan], title: str = "") -> str | None:
     ax.set_ylabel("stream")
     ax.set_title(title)
     if stages <= 20:  # one colour per stage
-        handles = {h.get_label(): h for h in ax.collections}
+        handles = {cast(str, h.get_label()): h for h in ax.collections}  # every bar has a label
         ax.legend(list(handles.values()), list(handles), fontsize=7, ncols=min(10, stages),
                   loc="upper center", bbox_to_anchor=(0.5, -0.25 if streams < 4 else -0.12))
     else:

@@ -24,6 +24,7 @@ come from :mod:`.streams` and are distinct by construction.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
 
 import torch
 
@@ -92,7 +93,7 @@ class StreamProgram:
                     j = next((stream_of[p] for p in prods if stream_of[p] in free and tail[stream_of[p]] == p), None)
                     if j is None:
                         j = next((k for k in sorted(free)
-                                  if tail[k] is None or anc[first.name] >> index[tail[k]] & 1), None)
+                                  if tail[k] is None or anc[first.name] >> index[cast(str, tail[k])] & 1), None)
                     if j is None:
                         j = min(free, key=lambda k: (tail_stage[k], k))
                 else:
@@ -129,7 +130,7 @@ class StreamProgram:
             if self.barriers[i]:
                 last_barrier = i
         self.recorded = recorded
-        code: list[tuple[str, int, object]] = []
+        code: list[tuple[str, int, Any]] = []  # payload: a Node, a unit name, stream indices or None
         forked: set[int] = set()
         for i, pl in enumerate(placed):
             for j, g in pl:
@@ -204,6 +205,7 @@ class StreamProgram:
         streams = [main, *side]
         if side:
             check_distinct(side, main)
+            assert self.fork_event is not None  # made with the side streams
             self.fork_event.record(main)
         call, events = self.ops.call, self.events
         for op, j, x in self.code:
@@ -224,7 +226,8 @@ class StreamProgram:
                     ev = self.join_events[k - 1]
                     ev.record(streams[k])
                     main.wait_event(ev)
-            elif op == "refork":
+            elif op == "refork":  # planned only with side streams, so the fork event exists
+                assert self.fork_event is not None
                 self.fork_event.record(main)
         return env
 

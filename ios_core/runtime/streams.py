@@ -56,7 +56,7 @@ def _create_raw(n: int) -> list:
 def _from_pool(n: int, taken: set[int]) -> list:
     import torch
 
-    out = []
+    out: list[torch.cuda.Stream] = []
     for _ in range(128):
         if len(out) == n:
             break

@@ -19,6 +19,7 @@ class TorchTarget:
         self.device = torch.device(device)
         self.dtype = getattr(torch, DTYPES[precision])
         self.channels_last = channels_last
+        self.stream: torch.cuda.Stream | None
         tf32 = precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import torch
 
 from ..interpreters.base import weighted_nodes
 from ..ir import Graph, Node
-from .ops import RuntimeOps, random_params
+from .ops import Params, RuntimeOps, random_params
 from .program import StreamProgram
 from .streams import capture_stream
 from .target import TorchTarget
@@ -140,7 +141,7 @@ class StageTimer:
         self.captured = captured and self.cuda
         self.timing = TimingConfig(warmup, number, repeat, cold and self.cuda)
         self.fuse = fuse and self.cuda
-        self.params: dict[str, tuple] = {}
+        self.params: dict[str, list[tuple[torch.Tensor, torch.Tensor | None]]] = {}
         self.inputs: dict[tuple, torch.Tensor] = {}
         self.rng = np.random.default_rng(0)
 
@@ -151,7 +152,8 @@ class StageTimer:
         if key not in self.params:
             tensor = self.target.tensor
             if all(x.weight is not None for x in inner):
-                self.params[key] = [(tensor(x.weight), None if x.bias is None else tensor(x.bias)) for x in inner]
+                self.params[key] = [(tensor(cast(np.ndarray, x.weight)), None if x.bias is None else tensor(x.bias))
+                                    for x in inner]  # every weight checked above
             else:  # a merged conv reads what its first conv reads, so the graph knows its input shape
                 rp = random_params(node, graph.input_shape_of(node), tensor, self.rng)
                 self.params[key] = [rp[x.name] for x in inner]
@@ -166,18 +168,19 @@ class StageTimer:
 
     def _work(self, graph: Graph, groups: list[list[Node]]) -> Work:
         """The stage as a program on random external inputs, ready to enqueue."""
-        self.current: dict[str, tuple] = {}
+        self.current: Params = {}
         env: dict[str, torch.Tensor] = {}
         channels: dict[str, int] = {}
         inside = {n.name for g in groups for n in g}
         for g in groups:
             for n in g:
                 self._weights(graph, n)
-                channels[n.name] = n.output_shape[0]
+                channels[n.name] = n.out_channels_
                 for t in n.inputs:
                     for v in t:
                         if v.node not in inside and v.node not in env:
                             shape = graph.node(v.node).output_shape
+                            assert shape is not None
                             env[v.node] = self._input(shape)
                             channels[v.node] = shape[0]
         ops = RuntimeOps(channels, self.current, fuse=self.fuse)

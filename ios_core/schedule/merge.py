@@ -10,6 +10,8 @@ the centring exact (the original assumed it); every "same"-padded conv satisfies
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ..ir import Block, Graph, Node, Value
@@ -22,6 +24,7 @@ def merge_key(graph: Graph, node: Node) -> tuple | None:
     if not isinstance(node, Conv) or node.groups != 1 or len(node.inputs) != 1 or len(node.inputs[0]) != 1:
         return None
     v = node.inputs[0][0]
+    assert node.output_shape is not None
     return (v.node, v.begin, v.end, node.stride, node.act, tuple(graph.input_shape_of(node)[1:]),
             tuple(node.output_shape[1:]))
 
@@ -58,6 +61,7 @@ def merge_convs(convs: list[Conv], name: str | None = None, with_weights: bool =
     node = Conv(name=name or first.name, inputs=[list(first.inputs[0])], hint=" ".join(c.name for c in convs),
                 out_channels=out, kernel=kernel, stride=first.stride, padding=padding, groups=1, act=first.act)
     if with_weights and all(c.weight is not None for c in convs):
+        assert first.weight is not None
         cin = first.weight.shape[1]
         w = np.zeros((out, cin, *kernel), np.float32)
         b = np.zeros((out,), np.float32)
@@ -70,6 +74,7 @@ def merge_convs(convs: list[Conv], name: str | None = None, with_weights: bool =
                 b[o:o + c.out_channels] = c.bias
             o += c.out_channels
         node.weight, node.bias = w, b
+    assert first.output_shape is not None
     node.output_shape = (out, *first.output_shape[1:])
     return node
 
@@ -122,8 +127,8 @@ def _merge_plan(graph: Graph, stages: list[Stage], remap: dict[str, tuple[str, i
     dropped: set[str] = set()
     for st in stages:
         if st.merge and len(st.groups[0]) > 1:
-            convs = [graph.node(n) for n in st.groups[0]]
-            node = merge_convs(convs)  # type: ignore[arg-type]
+            convs = [cast(Conv, graph.node(n)) for n in st.groups[0]]  # a merge stage holds convs only
+            node = merge_convs(convs)
             merged[convs[0].name] = node
             off = 0
             for c in convs:

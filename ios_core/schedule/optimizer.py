@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypedDict
 
 from ..ir import Block, Graph, Node
 from ..ir.signature import signature
@@ -132,6 +132,13 @@ class _Entry(NamedTuple):
     prev: int  # rank of the predecessor state's entry
 
 
+class _SearchOpts(TypedDict):
+    """The keyword options ``optimize`` passes to every :class:`_PartSearch`."""
+
+    keep: int
+    slack: float | None
+
+
 class _PartSearch:
     """The k-best DP over one part, with lower-bound pruning.
 
@@ -165,8 +172,9 @@ class _PartSearch:
         if self.merge:
             by_key: dict[tuple, list[int]] = {}
             for i in sinks:
-                if dag.keys[i] is not None:
-                    by_key.setdefault(dag.keys[i], []).append(i)
+                mkey = dag.keys[i]
+                if mkey is not None:
+                    by_key.setdefault(mkey, []).append(i)
             for members in by_key.values():
                 m = len(members)
                 for sub in range(1, 1 << m):
@@ -310,8 +318,9 @@ class _PartSearch:
             stages, s, r = [], full, rank
             while s:
                 entry = self.memo[s][r]
+                assert entry.groups is not None  # only the sentinel entry of the empty state has none
                 stages.append((entry.groups, entry.merge))
-                for g in entry.groups:  # type: ignore[union-attr]
+                for g in entry.groups:
                     s &= ~g
                 r = entry.prev
             stages.reverse()
@@ -423,7 +432,7 @@ def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 
                 choices.append(solved[sig])
             else:
                 dag = PartDAG(graph, nodes)
-                opts = dict(keep=keep if measure_part else 1, slack=0.9 if prune else None)
+                opts = _SearchOpts(keep=keep if measure_part else 1, slack=0.9 if prune else None)
                 search = None
                 if screen is not None:
                     probe_stats = SearchStats()

@@ -26,6 +26,7 @@ LABELS = {"sequential": "Sequential", "greedy": "Greedy", "ios-merge": "IOS-Merg
 
 class IosBackend(Backend[IosConfig]):
     name = "ios"
+    runs = "IOS: the searched schedule (or Sequential, Greedy) on CUDA streams"
     display_name = "IOS"
     config_class = IosConfig
     devices = ("cpu", "cuda")

@@ -15,8 +15,9 @@ class JaxConfig(BackendConfig):
     name: str = "jax"
 
 
-class JaxBackend(Backend):
+class JaxBackend(Backend[JaxConfig]):
     name = "jax"
+    runs = "the IR as a jax.jit function (XLA)"
     display_name = "JAX"
     config_class = JaxConfig
     devices = ("cpu", "cuda")

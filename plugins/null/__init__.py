@@ -8,6 +8,7 @@ from harness.hookspecs import hookimpl
 
 class NullBackend(Backend):
     name = "overhead"
+    runs = "nothing: the harness's own per-iteration overhead"
     display_name = "Overhead"
     devices = ("cpu", "cuda")
 

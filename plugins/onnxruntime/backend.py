@@ -26,6 +26,7 @@ class OnnxRuntimeConfig(BackendConfig):
 
 class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
     name = "onnxruntime"
+    runs = "the ONNX export in an ONNX Runtime session"
     display_name = "ONNXRuntime"
     config_class = OnnxRuntimeConfig
     devices = ("cpu", "cuda")

@@ -7,9 +7,9 @@ import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
 from harness.config import BackendConfig, choose
-from harness.torch_utils import TorchTarget
 from ios_core.interpreters.torch import to_torch
 from ios_core.ir import Graph
+from ios_core.runtime.target import TorchTarget
 
 
 class Mode(str, Enum):
@@ -38,6 +38,7 @@ _COMPILE_LABELS = {"default": "TorchCompile", "reduce-overhead": "TorchCompile-R
 
 class PyTorchBackend(Backend[PyTorchConfig]):
     name = "pytorch"
+    runs = "the IR as a torch module: eager, one CUDA graph, or torch.compile"
     display_name = "PyTorch"
     config_class = PyTorchConfig
     devices = ("cpu", "cuda")

@@ -17,12 +17,13 @@ class TensorFlowConfig(BackendConfig):
 
 
 @dataclass
-class XlaConfig(BackendConfig):
+class XlaConfig(TensorFlowConfig):
     name: str = "xla"
 
 
-class TensorFlowBackend(Backend):
+class TensorFlowBackend(Backend[TensorFlowConfig]):
     name = "tensorflow"
+    runs = "the IR as a TensorFlow tf.function graph"
     display_name = "TensorFlow"
     config_class = TensorFlowConfig
     devices = ("cpu", "cuda")
@@ -74,6 +75,7 @@ class TensorFlowBackend(Backend):
 
 class XlaBackend(TensorFlowBackend):
     name = "xla"
+    runs = "TensorFlow with XLA (jit_compile=True)"
     display_name = "TF-XLA"
     config_class = XlaConfig
     jit_compile = True

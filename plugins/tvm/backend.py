@@ -21,9 +21,9 @@ from .frontend import device_of, make_target, target_info, to_relax
 
 class TvmBackend(Backend[TvmConfig]):
     name = "tvm"
+    runs = "TVM Relax with its default schedules"
     display_name = "TVM"
     config_class = TvmConfig
-    devices = ("cpu", "cuda")
     requires = ("tvm",)
     extra = "tvm"
 
@@ -72,6 +72,7 @@ class TvmBackend(Backend[TvmConfig]):
 
 class TvmCudnnBackend(TvmBackend):
     name = "tvm_cudnn"
+    runs = "TVM Relax with convolutions offloaded to cuDNN"
     display_name = "TVM-cuDNN"
     config_class = TvmCudnnConfig
     devices = ("cuda",)
@@ -98,6 +99,7 @@ class AutoTvmBackend(TvmBackend):
     trials than it holds compiles straight from it."""
 
     name = "autotvm"
+    runs = "TVM tuned with MetaSchedule (the paper's AutoTVM, which TVM has replaced)"
     display_name = "TVM-AutoTune"
     shows_progress = True  # a tuning bar
     config_class = AutoTvmConfig
