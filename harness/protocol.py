@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ios_core.interpreters import reference_forward, seeded_input
+from ios_core.inputs import seeded_input
+from ios_core.interpreters import reference_forward
 from ios_core.models import build_model
 
 from .backend import BackendError

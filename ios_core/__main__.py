@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "show":
             print(graph)
         elif args.command == "run":
-            from .interpreters import reference_forward, seeded_input
+            from .inputs import seeded_input
+            from .interpreters import reference_forward
             x = seeded_input(graph, args.batch)
             t0 = time.perf_counter()
             y = reference_forward(graph, x)

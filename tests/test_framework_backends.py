@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from harness.runner import run
-from ios_core.interpreters.reference import reference_forward, seeded_input
+from ios_core.inputs import seeded_input
+from ios_core.interpreters.reference import reference_forward
 from ios_core.models import MODELS, build_model
 
 from .helpers import SMALL, rel_err

@@ -3,7 +3,8 @@
 import pytest
 
 from ios_core.cost import AnalyticCostModel
-from ios_core.interpreters.reference import reference_forward, seeded_input
+from ios_core.inputs import seeded_input
+from ios_core.interpreters.reference import reference_forward
 from ios_core.models import build_model
 from ios_core.runtime import RUNTIMES, ScheduledModel
 from ios_core.schedule import optimize

@@ -49,7 +49,8 @@ def test_hash_stable_and_name_free():
 
 
 def test_json_round_trip_with_weights(tmp_path):
-    from ios_core.interpreters import reference_forward, seeded_input
+    from ios_core.inputs import seeded_input
+    from ios_core.interpreters import reference_forward
     g = small_graph()
     g.to_json(tmp_path / "g.json")
     g.save_weights(tmp_path / "w.npz")

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from ios_core.interpreters import reference_forward, seeded_input
+from ios_core.inputs import seeded_input
+from ios_core.interpreters import reference_forward
 from ios_core.interpreters.torch import to_torch
 from ios_core.ir import GraphError, Sequential
 from ios_core.models import MODELS, build_model

@@ -4,7 +4,8 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from ios_core.interpreters import reference_forward, seeded_input
+from ios_core.inputs import seeded_input
+from ios_core.interpreters import reference_forward
 from ios_core.models import MODELS, build_model
 from ios_core.onnx import OnnxImportError, export_onnx, import_onnx
 

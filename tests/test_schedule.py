@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ios_core.cost import AnalyticCostModel, CostCache, MeasuredCostModel, bounds
-from ios_core.interpreters.reference import reference_forward, seeded_input
+from ios_core.inputs import seeded_input
+from ios_core.interpreters.reference import reference_forward
 from ios_core.ir import GraphBuilder
 from ios_core.models import build_model
 from ios_core.runtime import ScheduledModel, StageTimer, TorchTarget

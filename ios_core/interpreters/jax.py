@@ -13,7 +13,7 @@ from typing import Any
 from ..ir import Graph
 from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
 from .base import Interpreter, weight_params
-from .reference import avg_divisor, pool_pads
+from .pooling import avg_divisor, pool_pads
 
 
 class JaxOps(Interpreter[Any]):

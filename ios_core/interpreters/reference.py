@@ -10,6 +10,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..ir import Graph
 from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
 from .base import Interpreter
+from .pooling import avg_divisor, pool_pads
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride, padding, groups: int) -> np.ndarray:
@@ -44,25 +45,6 @@ def activation(x: np.ndarray, act: str) -> np.ndarray:
     if act == "tanh":
         return np.tanh(x)
     return x
-
-
-def pool_pads(node: Pool, h: int, w: int) -> tuple[int, int, int, int]:
-    """(out h, out w, right pad h, right pad w): the right padding is large enough for
-    ceil_mode's last window. Shared by every converter that pools with explicit pads."""
-    (kh, kw), (sh, sw), (ph, pw) = node.kernel, node.stride, node.padding
-    oh, ow = node.out_size(h, 0), node.out_size(w, 1)
-    return oh, ow, max(ph, (oh - 1) * sh + kh - h - ph), max(pw, (ow - 1) * sw + kw - w - pw)
-
-
-def avg_divisor(node: Pool, h: int, w: int) -> np.ndarray:
-    """(oh, ow) divisor of an average pool: window cells inside the padded input
-    (count_include_pad) or inside the input itself, never in ceil_mode's extension."""
-    (kh, kw), (sh, sw), (ph, pw) = node.kernel, node.stride, node.padding
-    oh, ow, rh, rw = pool_pads(node, h, w)
-    pad_h, pad_w = (ph, pw) if node.count_include_pad else (0, 0)
-    mask = np.zeros((h + ph + rh, w + pw + rw))
-    mask[ph - pad_h:ph + h + pad_h, pw - pad_w:pw + w + pad_w] = 1.0
-    return sliding_window_view(mask, (kh, kw))[::sh, ::sw][:oh, :ow].sum(axis=(2, 3))
 
 
 def pool2d(x: np.ndarray, node: Pool) -> np.ndarray:
@@ -134,9 +116,3 @@ def reference_forward(graph: Graph, x: np.ndarray) -> np.ndarray:
         raise ValueError(f"input of shape {tuple(x.shape)} does not match graph {graph.name}'s "
                          f"(N, {', '.join(map(str, graph.input_shape))})")
     return ReferenceExecutor(graph).run(np.asarray(x, dtype=np.float64))
-
-
-def seeded_input(graph: Graph, batch: int, seed: int = 0) -> np.ndarray:
-    """The seeded float32 input every correctness check uses."""
-    rng = np.random.default_rng(seed + 1_000_003)
-    return rng.standard_normal((batch, *graph.input_shape)).astype(np.float32)

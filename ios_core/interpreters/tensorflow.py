@@ -16,7 +16,7 @@ import numpy as np
 from ..ir import Graph
 from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
 from .base import Interpreter, weighted_nodes
-from .reference import avg_divisor, pool_pads
+from .pooling import avg_divisor, pool_pads
 
 
 class TfOps(Interpreter[Any]):

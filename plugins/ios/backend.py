@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared, slug, store_dir
 from ios_core.cost import AnalyticCostModel, CalibratedCostModel, CostCache, MeasuredCostModel, bounds
-from ios_core.interpreters.reference import seeded_input
+from ios_core.inputs import seeded_input
 from ios_core.ir import Graph
 from ios_core.runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
 from ios_core.runtime.insitu import PartTimer
