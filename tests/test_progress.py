@@ -6,6 +6,7 @@ from ios_core.cost import AnalyticCostModel
 from ios_core.models import build_model
 from ios_core.progress import Progress
 from ios_core.schedule import optimize
+from ios_core.workload import Workload
 
 from .helpers import SMALL
 
@@ -23,7 +24,7 @@ def test_status_lines_when_not_a_terminal():
 
 def test_disabled_progress_prints_nothing(capsys):
     g = build_model("squeezenet", **SMALL["squeezenet"])
-    optimize(g, AnalyticCostModel(1, "gpu"), "ios-both", progress=False)
+    optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both", progress=False)
     assert capsys.readouterr().err == ""
 
 

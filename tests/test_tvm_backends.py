@@ -11,6 +11,7 @@ from harness.backend import BackendError
 from harness.config import ConfigError
 from harness.runner import run
 from ios_core.models import MODELS, build_model
+from ios_core.workload import Workload
 
 from .helpers import SMALL
 
@@ -71,7 +72,7 @@ def test_tvm_cudnn_without_cudnn_names_the_build_flag():
     backend = TvmCudnnBackend({"name": "tvm_cudnn", "cuda_graph": False, "opt_level": 3})
     metrics: dict = {}
     with pytest.raises(BackendError, match=r"built without cuDNN .*4 of 4 convolutions.*USE_CUDNN ON") as err:
-        backend.lower(to_relax(g, 1, "fp32"), make_target("cpu"), g, 1, "fp32", "cpu", metrics, {})
+        backend.lower(to_relax(g, 1, "fp32"), make_target("cpu"), Workload(g, 1, "fp32", "cpu"), metrics, {})
     assert "\n" not in str(err.value)
     assert metrics == {"tvm_cudnn_convs": 4.0, "tvm_convs": 4.0}
 

@@ -27,6 +27,7 @@ from typing import NamedTuple, Protocol, TypedDict
 from ..ir import Block, Graph, Node
 from ..ir.signature import signature
 from ..progress import Progress
+from ..workload import Workload
 from .merge import merge_key, merged_geometry
 from .schedule import Schedule, Stage, greedy_stages, rule_barriers, sequential_stages
 
@@ -387,9 +388,8 @@ def _candidates(search: _PartSearch, nodes: list[Node], solutions, greedy_stream
     return out
 
 
-def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 3, s: int = 8,
-             part_size: int = 50, ending: str = "corrected", progress: bool = False,
-             batch: int = 1, device: str = "", precision: str = "fp32", *, keep: int = 1, prune: bool = True,
+def optimize(work: Workload, cost: CostModel, variant: str = "ios-both", *, r: int = 3, s: int = 8,
+             part_size: int = 50, ending: str = "corrected", progress: bool = False, keep: int = 1, prune: bool = True,
              share_parts: bool = True, measure_part: Callable[[list[Stage]], float] | None = None,
              greedy_streams: int = 10, screen: CostModel | None = None, screen_limit: int = 1500) -> Schedule:
     """IOS's DP, then (with ``measure_part``) the choice of what actually runs fastest.
@@ -402,6 +402,7 @@ def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 
     never slower than Greedy or Sequential beyond timing noise. Structurally identical
     parts (``share_parts``: NASNet's cells) are searched and selected once.
     """
+    graph = work.graph
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
     if ending not in ENDINGS:
@@ -479,10 +480,10 @@ def optimize(graph: Graph, cost: CostModel, variant: str = "ios-both", r: int = 
                                          "predicted_ms": c.predicted_ms, "timings_ms": c.timings}
                                         for (bi, nodes), c in zip(all_parts, choices)]}
     stats.cost = dict(cost.stats())
-    sched = Schedule(graph.name, graph.hash(), blocks, algorithm=variant, batch=batch, device=device,
-                     precision=precision, options={"r": r, "s": s, "part_size": part_size, "ending": ending,
-                                                   "cost_model": getattr(cost, "name", "custom"), "keep": keep,
-                                                   "selected": measure_part is not None},
+    options = {"r": r, "s": s, "part_size": part_size, "ending": ending, "cost_model": getattr(cost, "name", "custom"),
+               "keep": keep, "selected": measure_part is not None}
+    sched = Schedule(graph.name, graph.hash(), blocks, algorithm=variant, batch=work.batch,
+                     device=work.device_name, precision=work.precision, options=options,
                      stats={**stats.as_dict(), **extra})
     sched.check(graph)
     return sched

@@ -17,6 +17,7 @@ from ios_core.runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
 from ios_core.runtime.insitu import PartTimer
 from ios_core.runtime.timer import TimingConfig
 from ios_core.schedule import Schedule, ScheduleError, greedy, optimize, sequential
+from ios_core.workload import Workload
 
 from .config import IosConfig
 
@@ -45,7 +46,7 @@ class IosBackend(Backend[IosConfig]):
     def store(self) -> Path:
         return store_dir(self.cfg.store)
 
-    def cost_model(self, target: TorchTarget, batch: int, precision: str, device_name: str):
+    def cost_model(self, target: TorchTarget, work: Workload):
         """(the DP's cost model, the screening model or None, the measured model to close or None).
 
         ``auto``: on CUDA, each part is screened with the calibrated model and solved with
@@ -53,6 +54,7 @@ class IosBackend(Backend[IosConfig]):
         analytic model ranks (timing thousands of stages there takes minutes) and the
         in-situ selection decides."""
         cfg = self.cfg
+        batch, precision, device_name = work.batch, work.precision, work.device_name
         kind = cfg.cost_model
         cuda = target.device.type == "cuda"
         analytic = AnalyticCostModel(batch, "gpu" if cuda else "cpu",
@@ -76,7 +78,7 @@ class IosBackend(Backend[IosConfig]):
             return measured, calibrated, measured
         return measured, None, measured
 
-    def schedule_path(self, graph: Graph, device_name: str, batch: int, precision: str) -> Path:
+    def schedule_path(self, work: Workload) -> Path:
         c = self.cfg
         algo = c.schedule
         # every setting that can change the searched schedule is in the name (a short hash),
@@ -86,27 +88,25 @@ class IosBackend(Backend[IosConfig]):
         settings = json.dumps({k: getattr(c, k) for k in keys}, sort_keys=True, default=str)
         digest = hashlib.sha1(settings.encode()).hexdigest()
         extra = "" if algo in ("sequential", "greedy") else f"-r{c.r}-s{c.s}-k{c.keep}-{digest[:10]}"
-        return (self.store / "schedules" / f"{graph.name}-{graph.hash()}" /
-                f"{slug(device_name)}-bs{batch}-{precision}-{algo}{extra}.json")
+        return (self.store / "schedules" / f"{work.graph.name}-{work.graph.hash()}" /
+                f"{slug(work.device_name)}-bs{work.batch}-{work.precision}-{algo}{extra}.json")
 
-    def search(self, graph: Graph, target: TorchTarget, batch: int, precision: str, device_name: str,
-               metrics: dict[str, float]) -> Schedule:
+    def search(self, target: TorchTarget, work: Workload, metrics: dict[str, float]) -> Schedule:
         """The DP, then the in-situ choice among each part's candidates."""
         cfg = self.cfg
         algo = cfg.schedule
-        cost, screen, measured = self.cost_model(target, batch, precision, device_name)
+        cost, screen, measured = self.cost_model(target, work)
         measure_part = None
         if cfg.select:
             mode, captured = RUNTIMES[cfg.runtime]
             # candidates are timed like stages, with one more warmup replay and two more replays
             timing = TimingConfig(cfg.warmup + 1, cfg.number, cfg.repeat + 2,
                                   cfg.cold and target.device.type == "cuda")
-            measure_part = PartTimer(graph, target, batch, mode, captured, timing, fuse=cfg.fuse,
+            measure_part = PartTimer(work.graph, target, work.batch, mode, captured, timing, fuse=cfg.fuse,
                                      follow_chains=cfg.streams == "chains")
         try:
-            sched = optimize(graph, cost, algo, cfg.r, cfg.s, cfg.part_size,
-                             cfg.ending, cfg.progress, batch, device_name, precision,
-                             keep=cfg.keep, prune=cfg.prune, measure_part=measure_part,
+            sched = optimize(work, cost, algo, r=cfg.r, s=cfg.s, part_size=cfg.part_size, ending=cfg.ending,
+                             progress=cfg.progress, keep=cfg.keep, prune=cfg.prune, measure_part=measure_part,
                              greedy_streams=cfg.greedy_streams, screen=screen,
                              screen_limit=cfg.screen_limit)
         finally:
@@ -122,11 +122,12 @@ class IosBackend(Backend[IosConfig]):
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         cfg = self.cfg
         target = TorchTarget(device, precision, cfg.channels_last)
-        device_name = target.device_name()
+        work = Workload(graph, batch, precision, target.device_name())
+        device_name = work.device_name
         metrics: dict[str, float] = {}
         t = time.perf_counter()
-        opt_batch = cfg.opt_batch or batch  # specialization: a schedule made for another batch size
-        path = self.schedule_path(graph, device_name, opt_batch, precision)
+        searched = work.at_batch(cfg.opt_batch or batch)  # specialization: a schedule made for another batch size
+        path = self.schedule_path(searched)
         if cfg.schedule_file:
             sched = self._load(cfg.schedule_file, graph, "backend.schedule_file")
         else:
@@ -142,16 +143,16 @@ class IosBackend(Backend[IosConfig]):
                     if k in sched.stats:
                         metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
             else:
-                sched = self.search(graph, target, opt_batch, precision, device_name, metrics)
+                sched = self.search(target, searched, metrics)
                 metrics["search_reused"] = 0.0
-            sched.batch, sched.device, sched.precision = opt_batch, device_name, precision
+            sched.batch, sched.device, sched.precision = searched.batch, device_name, precision
         metrics["search_cost_s"] = time.perf_counter() - t
         if cfg.schedule_file:
             path = Path(cfg.schedule_file)  # run as given; never saved where a search would be reused
         else:
             sched.to_json(path)
         if cfg.bounds:  # under the configured cost model, so comparable with predicted_ms
-            cost, _, measured = self.cost_model(target, batch, precision, device_name)
+            cost, _, measured = self.cost_model(target, work)
             metrics.update(bounds(graph, cost))
             if measured is not None:
                 measured.close()

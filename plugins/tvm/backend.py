@@ -13,6 +13,7 @@ import numpy as np
 from harness.backend import Backend, BackendError, Prepared, slug, store_dir
 from harness.environment import cpu_model
 from ios_core.ir import Graph
+from ios_core.workload import Workload
 
 from . import cudnn, tuning
 from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig
@@ -32,8 +33,7 @@ class TvmBackend(Backend[TvmConfig]):
         return tvm.transform.PassContext(opt_level=self.cfg.opt_level,
                                          config={"relax.backend.use_cuda_graph": self.cfg.cuda_graph})
 
-    def lower(self, mod, target, graph: Graph, batch: int, precision: str, device_name: str,
-              metrics: dict[str, float], params: dict[str, Any]):
+    def lower(self, mod, target, work: Workload, metrics: dict[str, float], params: dict[str, Any]):
         """The compiled VM executable; TVM's default pipeline (dlight GPU schedules on cuda)."""
         import tvm
         with self.pass_context():
@@ -52,7 +52,7 @@ class TvmBackend(Backend[TvmConfig]):
         mod = to_relax(graph, batch, precision)
         metrics["tvm_import_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        executable = self.lower(mod, target, graph, batch, precision, device_name, metrics, params)
+        executable = self.lower(mod, target, Workload(graph, batch, precision, device_name), metrics, params)
         metrics.setdefault("tvm_compile_s", time.perf_counter() - t)
         t = time.perf_counter()
         vm = relax.VirtualMachine(executable, dev)
@@ -83,7 +83,7 @@ class TvmCudnnBackend(TvmBackend):
 
         return None if has_cudnn() else "this TVM is built without cuDNN (USE_CUDNN OFF)"
 
-    def lower(self, mod, target, graph, batch, precision, device_name, metrics, params):
+    def lower(self, mod, target, work, metrics, params):
         from tvm import relax
 
         mod, offloaded, total = cudnn.partition(mod)
@@ -91,7 +91,7 @@ class TvmCudnnBackend(TvmBackend):
         cudnn.require_cudnn(offloaded, total)
         with self.pass_context():
             mod = relax.transform.RunCodegen()(mod)
-        return super().lower(mod, target, graph, batch, precision, device_name, metrics, params)
+        return super().lower(mod, target, work, metrics, params)
 
 
 class AutoTvmBackend(TvmBackend):
@@ -113,18 +113,18 @@ class AutoTvmBackend(TvmBackend):
             raise BackendError(f"autotvm tuning needs {', '.join(missing)}, which is not installed: "
                                f"pip install -e '.[tvm]'")
 
-    def database_dir(self, graph: Graph, batch: int, precision: str, device_name: str) -> Path:
+    def database_dir(self, work: Workload) -> Path:
         if self.cfg.database:
             return Path(self.cfg.database)
-        return (store_dir(self.cfg.store) / "tvm_tuning" / slug(device_name) /
-                f"{graph.name}-{graph.hash()}-bs{batch}-{precision}")
+        return (store_dir(self.cfg.store) / "tvm_tuning" / slug(work.device_name) /
+                f"{work.graph.name}-{work.graph.hash()}-bs{work.batch}-{work.precision}")
 
-    def lower(self, mod, target, graph, batch, precision, device_name, metrics, params):
+    def lower(self, mod, target, work, metrics, params):
         from tqdm.auto import tqdm
 
         cfg = self.cfg
         mod = tuning.prepare_for_tuning(mod, target)
-        path = self.database_dir(graph, batch, precision, device_name)
+        path = self.database_dir(work)
         database = tuning.open_database(path)
         have, want = len(database), cfg.trials
         todo = want if cfg.retune else max(0, want - have)
@@ -135,7 +135,7 @@ class AutoTvmBackend(TvmBackend):
             self.check_tuning_deps()
             compiler = tuning.cuda_compiler(cfg.cuda_compiler) if target.kind.name == "cuda" else "nvrtc"
             params["tvm_cuda_compiler"] = compiler
-            bar = tqdm(total=todo, desc=f"autotvm {graph.name}", unit="trial", disable=not cfg.progress or None,
+            bar = tqdm(total=todo, desc=f"autotvm {work.graph.name}", unit="trial", disable=not cfg.progress or None,
                        leave=False)
             runner = tuning.make_runner(cfg.runner, phases, number=cfg.number,
                                         repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms,
