@@ -16,7 +16,7 @@ from typing import Any
 @dataclass
 class Outcome:
     ok: bool
-    result: dict[str, Any] | None = None
+    result: Any = None  # what the job returned (measure: a Measurement)
     error: str = ""  # one line: what went wrong
     detail: str = ""  # traceback or signal information
 
@@ -25,7 +25,7 @@ class Interrupted(BaseException):
     """The user (Ctrl-C) or the system (SIGTERM) stopped the run; ``signum`` says which, and
     ``partial`` holds what the measurement had when it stopped (None if nothing yet)."""
 
-    def __init__(self, signum: int, partial: dict[str, Any] | None = None):
+    def __init__(self, signum: int, partial: Any = None):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
         self.partial = partial

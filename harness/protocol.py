@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ios_core.inputs import seeded_input
 from ios_core.interpreters import reference_forward
+from ios_core.ir import Graph
 from ios_core.models import build_model
 
-from .backend import BackendError
+from .backend import Backend, BackendError, Prepared
 from .clocks import ClockSampler, load_nvml
 from .config import ConfigError
 from .plugins import get_backend
@@ -150,14 +152,84 @@ def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[
     return notes
 
 
-def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> dict[str, Any]:
-    """Run one measurement from a plain-dict config; returns metrics, params, artifacts."""
+@dataclass
+class Measurement:
+    """What one measurement produced; it crosses from the measuring child to the parent pickled,
+    and the parent copies it into the JSON record (also when an interrupt cut it short)."""
+
+    metrics: dict[str, float]
+    env: dict[str, str]
+    params: dict[str, Any]
+    artifacts: dict[str, str]
+    notes: list[str]
+    latencies_ms: list[float]
+    gpu_latencies_ms: list[float]
+    device: str
+    display_name: str
+    graph_hash: str
+
+    def record_fields(self) -> dict[str, Any]:
+        """The record's fields this fills (``tags`` take ``env``)."""
+        return {"metrics": self.metrics, "params": self.params, "artifacts": self.artifacts,
+                "latencies_ms": self.latencies_ms, "gpu_latencies_ms": self.gpu_latencies_ms,
+                "graph_hash": self.graph_hash}
+
+
+@dataclass
+class _Prepared:
+    graph: Graph
+    backend: Backend
+    prep: Prepared
+    device: str
+    x: np.ndarray
+    handle: Any
+    out: Any
+
+
+def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> Measurement:
+    """Run one measurement from a plain-dict config: prepare the backend, check its output
+    against the float64 reference, time it, then the optional per-op profile and trace."""
     import torch
 
     from . import environment
 
     r = cfg["runner"]
     torch.manual_seed(r["seed"])
+    metrics: dict[str, float] = {}
+    p = _prepare(cfg, metrics)
+    if p.prep.check_output and r["check_samples"] > 0:
+        _check_output(cfg, p, metrics)
+    nvml = load_nvml() if p.device == "cuda" else None
+    host, gpu, reason = _time(cfg, p, nvml, clock_target_mhz, metrics)
+    notes = notes_on(metrics, reason, r)
+    _prediction_errors(metrics)
+    artifacts = dict(p.prep.artifacts)
+    label = p.prep.display_name or p.backend.label()
+    if r.get("profile_ops"):
+        from .profiling import profile_ops
+
+        op_metrics, op_files = profile_ops(p.graph, p.device, cfg["precision"], int(cfg["batch"]))
+        metrics.update(op_metrics)
+        artifacts.update(op_files)
+    if r.get("trace"):
+        from .tracing import trace_run
+
+        trace_metrics, trace_files = trace_run(p.prep, p.handle, p.device, f"{p.graph.name} {label}")
+        metrics.update(trace_metrics)
+        artifacts.update(trace_files)
+    env = environment.capture(p.device, nvml, cfg["device"]["index"])
+    env.update({f"lib_{k}": v for k, v in type(p.backend).versions().items()})
+    if p.prep.device_name:
+        env["backend_device"] = p.prep.device_name
+    env["stop_reason"] = reason
+    env["noisy"] = str(any(n.startswith("noisy") for n in notes)).lower()
+    return Measurement(metrics=metrics, env=env, params=p.prep.params, artifacts=artifacts, notes=notes,
+                       latencies_ms=host, gpu_latencies_ms=gpu, device=p.device, display_name=label,
+                       graph_hash=p.graph.hash())
+
+
+def _prepare(cfg: dict[str, Any], metrics: dict[str, float]) -> _Prepared:
+    """Build the model, prepare the backend (its time is the optimization cost), make one call."""
     device = resolve_device(cfg["device"]["type"])
     backend_cls = get_backend(cfg["backend"]["name"])
     backend_cls.check_installed()
@@ -166,7 +238,7 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> dict[str, Any
                            f"(it supports: {', '.join(backend_cls.devices)})")
     t = time.perf_counter()
     graph = build_model(cfg["model"]["name"], **cfg["model"].get("params", {}))
-    metrics: dict[str, float] = {"model_build_s": time.perf_counter() - t}
+    metrics["model_build_s"] = time.perf_counter() - t
     batch, precision = int(cfg["batch"]), cfg["precision"]
     if "store" in cfg["backend"] and not cfg["backend"]["store"]:
         # schedules, cost caches, tuning databases: under the run's results folder unless named
@@ -181,7 +253,7 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> dict[str, Any
     metrics["optimization_cost_s"] = time.perf_counter() - t
     metrics.update(prep.metrics)
 
-    x = seeded_input(graph, batch, r["seed"])
+    x = seeded_input(graph, batch, cfg["runner"]["seed"])
     t = time.perf_counter()
     handle = prep.load_input(x)
     prep.synchronize()
@@ -190,40 +262,49 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> dict[str, Any
     out = prep.infer(handle)
     prep.synchronize()
     metrics["first_call_ms"] = (time.perf_counter() - t) * 1e3
+    return _Prepared(graph, backend, prep, device, x, handle, out)
 
-    if prep.check_output and r["check_samples"] > 0:
-        k = min(batch, r["check_samples"])
-        ref = reference_forward(graph, x[:k])
-        got = prep.to_numpy(out)[:k]
-        abs_err, rel = relative_error(got, ref)
-        metrics.update(max_abs_error=abs_err, max_rel_error=rel)
-        tol = TOLERANCE[precision]
-        if cfg["model"]["name"] == "onnx":  # the file's weights may wash the input out (zoo weights do not)
-            blind = reference_forward(graph, np.zeros_like(x[:k]))
-            sens = float(np.abs(ref - blind).max() / max(float(np.abs(ref).max()), 1e-12))
-            metrics["check_input_sensitivity"] = sens
-            if sens < tol:
-                warnings.warn(f"the correctness check cannot see the input: this model's output changes by only "
-                              f"{sens:.2g} (relative) when the input is replaced by zeros, under the {precision} "
-                              f"tolerance {tol:g}; a backend that mangled its input would pass", stacklevel=1)
-        if rel > tol:
-            raise CorrectnessError(f"output mismatch: relative error {rel:.3g} exceeds the {precision} tolerance "
-                                   f"{tol:g} (max abs error {abs_err:.3g})")
 
-    nvml = load_nvml() if device == "cuda" else None
+def _check_output(cfg: dict[str, Any], p: _Prepared, metrics: dict[str, float]) -> None:
+    """The first call's output against the float64 reference, within the precision's tolerance."""
+    precision = cfg["precision"]
+    k = min(int(cfg["batch"]), cfg["runner"]["check_samples"])
+    ref = reference_forward(p.graph, p.x[:k])
+    got = p.prep.to_numpy(p.out)[:k]
+    abs_err, rel = relative_error(got, ref)
+    metrics.update(max_abs_error=abs_err, max_rel_error=rel)
+    tol = TOLERANCE[precision]
+    if cfg["model"]["name"] == "onnx":  # the file's weights may wash the input out (zoo weights do not)
+        blind = reference_forward(p.graph, np.zeros_like(p.x[:k]))
+        sens = float(np.abs(ref - blind).max() / max(float(np.abs(ref).max()), 1e-12))
+        metrics["check_input_sensitivity"] = sens
+        if sens < tol:
+            warnings.warn(f"the correctness check cannot see the input: this model's output changes by only "
+                          f"{sens:.2g} (relative) when the input is replaced by zeros, under the {precision} "
+                          f"tolerance {tol:g}; a backend that mangled its input would pass", stacklevel=1)
+    if rel > tol:
+        raise CorrectnessError(f"output mismatch: relative error {rel:.3g} exceeds the {precision} tolerance "
+                               f"{tol:g} (max abs error {abs_err:.3g})")
+
+
+def _time(cfg: dict[str, Any], p: _Prepared, nvml: Any, clock_target_mhz: float,
+          metrics: dict[str, float]) -> tuple[list[float], list[float], str]:
+    """The timed loop with clock sampling; samples taken below a locked clock are dropped before
+    the statistics. Returns (host ms, GPU ms, why the loop stopped)."""
+    r = cfg["runner"]
     sampler = ClockSampler(nvml, cfg["device"]["index"], cfg["device"]["sample_interval_ms"] / 1e3).start()
     try:
-        host, gpu, stamps, reason = _timed_loop(prep, handle, r, sampler, x)
+        host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x)
     finally:
         sampler.stop()
     from . import isolation
     if isolation.STOP is not None and isolation.STOP.is_set():
         metrics["interrupted"] = 1.0  # the statistics below cover the samples taken until then
-    target = float(clock_target_mhz or 0)  # the locked clock: samples taken below it are dropped
-    mask = sampler.throttled_mask(stamps, target)
+    mask = sampler.throttled_mask(stamps, float(clock_target_mhz or 0))
     kept = [h for h, m in zip(host, mask) if not m]
     metrics["throttled_samples_dropped"] = float(len(host) - len(kept))
-    pcts = tuple(float(p) for p in r.get("percentiles", (90.0, 99.0)))
+    pcts = tuple(float(q) for q in r.get("percentiles", (90.0, 99.0)))
+    batch = int(cfg["batch"])
     metrics.update(summarize(np.array(kept or host), batch, pcts))
     if gpu:
         g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch, pcts)
@@ -231,33 +312,13 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> dict[str, Any
     metrics.update(sampler.summary())
     metrics["latency_ci_rel_halfwidth"] = float(ci_rel_halfwidth(np.array(kept or host)))
     metrics["ci_target_met"] = float(reason == "ci")
-    notes = notes_on(metrics, reason, r)
+    return host, gpu, reason
+
+
+def _prediction_errors(metrics: dict[str, float]) -> None:
+    """How far the backend's own predictions (IOS: the DP's objective, the in-situ sum) were off."""
     for k in [k for k in metrics if k.startswith("predicted") and k.endswith("_ms")]:
-        # how far the backend's own prediction (IOS: the DP's objective, the in-situ sum) was off
         lat = metrics["latency_median_ms"]
         metrics[k[:-3] + "_error_pct"] = 100.0 * (metrics[k] - lat) / lat
     if "predicted_error_pct" in metrics:
         metrics["prediction_error_pct"] = metrics.pop("predicted_error_pct")
-    artifacts = dict(prep.artifacts)
-    if r.get("profile_ops"):
-        from .profiling import profile_ops
-
-        op_metrics, op_files = profile_ops(graph, device, precision, batch)
-        metrics.update(op_metrics)
-        artifacts.update(op_files)
-    if r.get("trace"):
-        from .tracing import trace_run
-
-        title = f"{graph.name} {prep.display_name or backend.label()}"
-        trace_metrics, trace_files = trace_run(prep, handle, device, title)
-        metrics.update(trace_metrics)
-        artifacts.update(trace_files)
-    env = environment.capture(device, nvml, cfg["device"]["index"])
-    env.update({f"lib_{k}": v for k, v in backend_cls.versions().items()})
-    if prep.device_name:
-        env["backend_device"] = prep.device_name
-    env["stop_reason"] = reason
-    env["noisy"] = str(any(n.startswith("noisy") for n in notes)).lower()
-    return {"metrics": metrics, "env": env, "params": prep.params, "artifacts": artifacts, "notes": notes,
-            "latencies_ms": host, "gpu_latencies_ms": gpu, "device": device,
-            "display_name": prep.display_name or backend.label(), "graph_hash": graph.hash()}

@@ -25,7 +25,7 @@ from .clocks import ClockLock, load_nvml
 from .config import BenchConfig, ClockLockMode, ConfigError, validate
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
-from .protocol import measure
+from .protocol import Measurement, measure
 from .tracking import deliver, flatten, new_record, records_dir, save_record
 
 
@@ -177,28 +177,24 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
             lock.reset()
     record["tags"]["clock_locked"] = str(bool(record["tags"].get("clock_locked_mhz"))).lower()
     if outcome.ok:
-        res = outcome.result
+        res: Measurement | None = outcome.result
         assert res is not None  # an ok outcome carries the child's result
-        record["run_name"] = variant_name(plain, label, res["device"], sweep)
-        record.update(status="FINISHED", metrics=res["metrics"], params=res["params"],
-                      artifacts=res["artifacts"], latencies_ms=res["latencies_ms"],
-                      gpu_latencies_ms=res["gpu_latencies_ms"], graph_hash=res["graph_hash"])
-        record["tags"].update(res["env"])
-        label = res["display_name"]
-        line = summary_line(plain["model"]["name"], label, plain["batch"], res["metrics"]["optimization_cost_s"],
-                            res["metrics"]["latency_median_ms"])
-        record["notes"] = res.get("notes", [])
-        if res["metrics"].get("search_reused") == 1.0:  # a saved schedule: its search cost was paid before
+        record["run_name"] = variant_name(plain, label, res.device, sweep)
+        record.update(status="FINISHED", **res.record_fields())
+        record["tags"].update(res.env)
+        label = res.display_name
+        line = summary_line(plain["model"]["name"], label, plain["batch"], res.metrics["optimization_cost_s"],
+                            res.metrics["latency_median_ms"])
+        record["notes"] = list(res.notes)
+        if res.metrics.get("search_reused") == 1.0:  # a saved schedule: its search cost was paid before
             record["notes"].insert(0, "schedule reused (backend.research=true searches again)")
         line += "".join(f" | {note}" for note in record["notes"])  # why it stopped early, noise, throttling
     else:
         record.update(status="KILLED" if interrupted else "FAILED", error=outcome.error, detail=outcome.detail)
         partial = interrupted.partial if interrupted is not None else None
         if partial:  # what was measured before the interrupt is kept
-            record.update(metrics=partial["metrics"], params=partial["params"], artifacts=partial["artifacts"],
-                          latencies_ms=partial["latencies_ms"], gpu_latencies_ms=partial["gpu_latencies_ms"],
-                          graph_hash=partial["graph_hash"])
-            record["tags"].update(partial["env"])
+            record.update(**partial.record_fields())
+            record["tags"].update(partial.env)
         line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
     record["summary"], record["label"] = line, label
     record["ended"] = datetime.now(UTC).isoformat()
