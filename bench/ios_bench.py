@@ -36,7 +36,7 @@ SECTION = "<!-- ios-bench -->"
 
 
 def one(model: str, backend: dict, precision: str, device: str, runner: dict, results: str, batch: int = 1) -> dict:
-    from harness.runner import run
+    from harness.job import run
 
     cfg = {"model": {"name": model}, "backend": backend, "batch": batch, "precision": precision,
            "device": {"type": device}, "runner": runner,

@@ -5,6 +5,6 @@ environment capture, tracking and process isolation.
     record = harness.run({"model": {"name": "sample"}, "backend": {"name": "pytorch"}})
 """
 
-from .runner import run, summary_line
+from .job import run, summary_line
 
 __all__ = ["run", "summary_line"]

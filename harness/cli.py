@@ -39,7 +39,7 @@ def _task(cfg: Any) -> str:
     from ios_core.errors import UserError
 
     from .callbacks import job_sweep_info
-    from .runner import run
+    from .job import run
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"not a path", file=sys.stderr)
             sys.exit(2)
         if key == "tracking.results_dir":  # Hydra writes its own logs there before any check of ours
-            from .runner import check_results_dir
+            from .job import check_results_dir
             try:
                 check_results_dir(value)
             except ConfigError as exc:

@@ -124,7 +124,7 @@ def test_sampler_and_throttle_mask():
 
 def test_run_with_lock_on_resets(bench_cfg, monkeypatch):
     import harness
-    import harness.runner as runner
+    import harness.job as runner
 
     nvml = FakeNVML()
     monkeypatch.setattr(runner, "load_nvml", lambda: nvml)

@@ -4,7 +4,7 @@ a full-size end-to-end run each, and clear errors."""
 import numpy as np
 import pytest
 
-from harness.runner import run
+from harness.job import run
 from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import reference_forward
 from ios_core.models import MODELS, build_model

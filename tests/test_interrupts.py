@@ -70,7 +70,7 @@ def test_kill_9_of_the_parent_leaves_no_child(tmp_path):
 
 def test_protocol_values_are_checked(bench_cfg):
     from harness.config import ConfigError
-    from harness.runner import run
+    from harness.job import run
 
     with pytest.raises(ConfigError, match="runner.max_iters=0 must be >= 1"):
         run(bench_cfg(**{"runner.max_iters": 0}), quiet=True)
@@ -98,7 +98,7 @@ def test_a_schedule_file_holding_a_list_is_refused(tmp_path):
 
 
 def test_ios_store_follows_the_results_dir(bench_cfg, tmp_path):
-    from harness.runner import run
+    from harness.job import run
 
     rec = run(bench_cfg(**{"backend.name": "ios", "backend.cost_model": "analytic", "backend.progress": False}),
               quiet=True)
@@ -116,7 +116,7 @@ def test_upload_hint_names_a_custom_results_dir(tmp_path):
 
 def test_an_undeclared_backend_key_is_refused(bench_cfg):
     from harness.config import ConfigError
-    from harness.runner import run
+    from harness.job import run
 
     with pytest.raises(ConfigError, match=r"backend.mdoe is not an option of backend 'pytorch'; its options: .*mode"):
         run(bench_cfg(**{"backend.mdoe": "x"}), quiet=True)
@@ -157,7 +157,7 @@ def test_too_small_an_image_names_the_minimum():
 def test_model_ranges_and_a_missing_onnx_path_are_checked_in_the_parent(bench_cfg, tmp_path):
     """No child is spawned and no FAILED run recorded: ConfigError before any work."""
     from harness.config import ConfigError
-    from harness.runner import run
+    from harness.job import run
 
     cfg = bench_cfg(**{"model": {"name": "inception_v3", "params": {"image_size": 16}}, "runner.isolate": True})
     with pytest.raises(ConfigError, match=r"needs image_size >= 75"):
@@ -169,7 +169,7 @@ def test_model_ranges_and_a_missing_onnx_path_are_checked_in_the_parent(bench_cf
 
 def test_missing_input_files_are_refused_before_any_work(bench_cfg, tmp_path):
     from harness.config import ConfigError
-    from harness.runner import run
+    from harness.job import run
 
     with pytest.raises(ConfigError, match=r"model.params.path=/nope/x.onnx: no such file"):
         run(bench_cfg(**{"model": {"name": "onnx", "params": {"path": "/nope/x.onnx"}}}), quiet=True)

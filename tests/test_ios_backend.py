@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.config import ConfigError
-from harness.runner import run
+from harness.job import run
 from ios_core.models import build_model
 from ios_core.schedule import Schedule
 

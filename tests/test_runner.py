@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import harness
+from harness.job import summary_line
 from harness.plugins import backend_table, backends
-from harness.runner import summary_line
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness.backend import BackendError
 from harness.config import ConfigError
-from harness.runner import run
+from harness.job import run
 from ios_core.models import MODELS, build_model
 from ios_core.workload import Workload
 

@@ -1,6 +1,7 @@
-"""``harness.run(cfg)``: one measurement end to end, callable from Python; the CLI is a
-thin layer over it. The parent locks clocks (if asked), runs the protocol in a child
-process, writes the JSON record, then logs it to MLflow."""
+"""One job: ``harness.run(cfg)`` takes one measurement end to end, callable from Python; the
+CLI is a thin layer over it. (The ``runner`` config group is the measurement protocol, see
+protocol.py; ``backend.runner`` is TVM's candidate measurer.) The parent locks clocks (if
+asked), runs the protocol in a child process, writes the JSON record, then logs it to MLflow."""
 
 from __future__ import annotations
 
