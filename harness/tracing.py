@@ -11,6 +11,8 @@ import os
 import tempfile
 from typing import Any
 
+from ios_core.plotting import pyplot, render
+
 MAX_TRACE_BYTES = 8 << 20  # larger traces are summarised but not kept as an artifact
 
 
@@ -66,14 +68,8 @@ def summary(intervals: list[tuple[float, float]]) -> dict[str, float]:
 
 
 def in_flight_svg(intervals: list[tuple[float, float]], title: str, what: str) -> str | None:
-    try:
-        import io
-
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     times, counts = in_flight(intervals)
     if not times:
@@ -87,10 +83,7 @@ def in_flight_svg(intervals: list[tuple[float, float]], title: str, what: str) -
 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
+    return render(fig)
 
 
 def trace_run(prep: Any, handle: Any, device: str, title: str, iters: int = 3) -> tuple[dict[str, float],

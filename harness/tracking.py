@@ -218,14 +218,10 @@ def latency_histogram(record: dict[str, Any]) -> bytes | None:
     host = record.get("latencies_ms") or []
     if not host:
         return None
-    try:
-        import io
+    from ios_core.plotting import pyplot, render
 
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.hist(host, bins=min(60, max(10, len(host) // 20)), alpha=0.7, label="host (sync to sync)")
@@ -239,10 +235,7 @@ def latency_histogram(record: dict[str, Any]) -> bytes | None:
     ax.set_ylabel("iterations")
     ax.set_title(str(record.get("run_name", "")), fontsize=9)
     ax.legend(fontsize=8)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
+    return render(fig, "png")
 
 
 def mlflow_available() -> bool:

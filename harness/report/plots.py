@@ -6,25 +6,20 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from ios_core.plotting import pyplot, render
+
 from .runs import Run
 from .tables import Layout, Table, column
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return pyplot()
 
 
 def _save(fig: Any) -> tuple[bytes, str]:
-    png, svg = io.BytesIO(), io.StringIO()
-    fig.savefig(png, format="png", dpi=120, bbox_inches="tight")
+    svg = io.StringIO()
     fig.savefig(svg, format="svg", bbox_inches="tight")
-    _plt().close(fig)
-    return png.getvalue(), svg.getvalue()
+    return render(fig, "png", dpi=120), svg.getvalue()
 
 
 def bars(values: Table, base_col: str | None, higher_is_better: bool, title: str = "") -> tuple[bytes, str]:

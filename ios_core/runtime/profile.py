@@ -91,14 +91,10 @@ def profile_json(per_stage: list[float], spans: list[GroupSpan]) -> str:
 
 def timeline_svg(spans: list[GroupSpan], title: str = "") -> str | None:
     """A timeline plot (streams on the y axis) as SVG text; None without matplotlib."""
-    try:
-        import io
+    from ..plotting import pyplot, render
 
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     streams = 1 + max((s.stream for s in spans), default=0)
     stages = 1 + max((s.stage for s in spans), default=0)
@@ -119,10 +115,7 @@ def timeline_svg(spans: list[GroupSpan], title: str = "") -> str | None:
     else:
         ax.text(1.0, 1.02, f"{stages} stages; colour = stage (20 colours, repeating)", fontsize=7,
                 ha="right", transform=ax.transAxes)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    svg = buf.getvalue()
+    svg = render(fig)
     for i, s in enumerate(spans):  # hover a bar: its stage, stream, units and time
         tip = (f"stage {s.stage}, stream {s.stream}: {' '.join(s.units)} "
                f"({s.start_ms:.3f}-{s.end_ms:.3f} ms)").replace("&", "&amp;").replace("<", "&lt;")
