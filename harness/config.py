@@ -128,7 +128,11 @@ class BackendConfig:
     name: str = MISSING
 
     def __post_init__(self) -> None:
-        for key, kind in get_type_hints(type(self)).items():  # Enum fields arrive as their values from dicts
+        try:
+            hints = get_type_hints(type(self))
+        except (NameError, TypeError):  # a plugin's annotations that cannot be resolved here: no coercion
+            hints = {}
+        for key, kind in hints.items():  # Enum fields arrive as their values from dicts
             value = getattr(self, key, None)
             if isinstance(kind, type) and issubclass(kind, Enum) and not isinstance(value, kind):
                 try:
