@@ -15,7 +15,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from . import sweeps
-from .tracking import Tracker, mlflow_available
+from .tracking import Tracker, mlflow_available, store_of
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
 ACTIVE: dict[str, str] = {}  # the sweep this process started and has not ended (results_dir, sweep_id)
@@ -64,7 +64,7 @@ class SweepCallback(Callback):
             return
         try:
             sweeps.close_parents(results_dir)  # those of sweeps reaped above
-            t = Tracker(*sweeps.store_of(results_dir, {"tracking": tracking}))
+            t = Tracker(*store_of(results_dir, tracking))
             parent = t.parent_run(info["sweep_id"], info["sweep_name"], info["sweep_command"], reopen=True)
             if info["study"]:
                 t.client.set_tag(parent, "harness.study", info["study"])

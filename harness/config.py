@@ -8,7 +8,7 @@ cannot express. Backends contribute their own dataclass under ``backend/``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
@@ -159,9 +159,6 @@ class BackendConfig:
         """The typed config from a composed (plain or OmegaConf) mapping, keys and values checked."""
         cls.check_keys(values.keys(), str(values.get("name")))
         return cls(**{str(k): v for k, v in values.items()})
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 C = TypeVar("C", bound=BackendConfig)

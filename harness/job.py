@@ -52,9 +52,8 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     elif not isinstance(cfg, DictConfig):
         cfg = OmegaConf.structured(cfg)
     validate(cfg)
-    backend_cls = get_backend(str(cfg.backend.name))
-    backend_cls.config_class.from_mapping(OmegaConf.to_container(cfg.backend, resolve=True))  # type: ignore[arg-type]
     plain = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    get_backend(plain["backend"]["name"]).config_class.from_mapping(plain["backend"])  # its keys and values
     plain["tracking"]["results_dir"] = str(Path(plain["tracking"]["results_dir"]).resolve())
     check_results_dir(plain["tracking"]["results_dir"])
     if plain["device"]["type"] == "cuda":

@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .tracking import default_uri, records_dir, write_json
+from .tracking import records_dir, write_json
+from .tracking import store_of as tracking_store
 
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
 
@@ -112,10 +113,8 @@ def reap(results_dir: str | Path, other_hosts: bool = False) -> list[str]:
 
 
 def store_of(results_dir: str | Path, state: dict[str, Any] | None) -> tuple[str, str]:
-    """(uri, experiment) of a sweep's store: as recorded, the default store beside the results
-    when none was named (the folder may have been copied home)."""
-    tr = (state or {}).get("tracking") or {}
-    return tr.get("uri") or default_uri(results_dir), tr.get("experiment") or "harness"
+    """(uri, experiment) of a sweep's store (see :func:`tracking.store_of`)."""
+    return tracking_store(results_dir, (state or {}).get("tracking") or {})
 
 
 def close_parents(results_dir: str | Path, uri: str | None = None, experiment: str | None = None) -> int:

@@ -21,9 +21,9 @@ from typing import Any
 
 MAX_PARAM_LEN = 6000
 
-# The metrics a reader compares first keep plain names: MLflow's runs table and chart view list
-# them before the grouped ones, which the chart view folds into one section per prefix. Records
-# keep the plain names of all metrics; only the MLflow keys are grouped.
+# The metrics a reader compares first keep plain names; the rest get a prefix, which MLflow's chart
+# view folds into one section each (MLflow 3.17 puts the plain ones in "Model metrics", after those
+# sections). Records keep the plain names of all metrics; only the MLflow keys are grouped.
 KEY_METRICS = ("latency_median_ms", "latency_p90_ms", "latency_p99_ms", "throughput_ips",
                "optimization_cost_s", "speedup_vs_baseline")
 METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
@@ -44,6 +44,12 @@ def mlflow_metric_key(name: str) -> str:
 
 def default_uri(results_dir: str | Path) -> str:
     return f"sqlite:///{(Path(results_dir) / 'mlflow.db').resolve()}"
+
+
+def store_of(results_dir: str | Path, tracking: dict[str, Any]) -> tuple[str, str]:
+    """(uri, experiment) a record or sweep logs to: as named, else the default store beside the
+    results folder it is in now (a folder copied home logs there, not to the other machine's path)."""
+    return tracking.get("uri") or default_uri(results_dir), tracking.get("experiment") or "harness"
 
 
 def records_dir(results_dir: str | Path) -> Path:
@@ -262,9 +268,9 @@ def deliver(record: dict[str, Any], results_dir: str | Path) -> str | None:
         warnings.warn(f"MLflow is not installed: the record stays in {records_dir(results_dir)}/pending; upload it "
                       f"later with `{upload_command(results_dir)}` where MLflow is installed", stacklevel=2)
         return None
-    uri = tr.get("uri") or default_uri(results_dir)  # records copied home go to the store beside them
+    uri, experiment = store_of(results_dir, tr)
     try:
-        rid = Tracker(uri, tr["experiment"]).log(record)
+        rid = Tracker(uri, experiment).log(record)
     except Exception as exc:  # store down or unreachable: keep the record for a later upload
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         warnings.warn(f"could not log to MLflow at {uri} ({first[:200]}); the record is kept in "

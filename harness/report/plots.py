@@ -12,10 +12,6 @@ from .runs import Run
 from .tables import Layout, Table, column
 
 
-def _plt():
-    return pyplot()
-
-
 def _save(fig: Any) -> tuple[bytes, str]:
     svg = io.StringIO()
     fig.savefig(svg, format="svg", bbox_inches="tight")
@@ -24,7 +20,7 @@ def _save(fig: Any) -> tuple[bytes, str]:
 
 def bars(values: Table, base_col: str | None, higher_is_better: bool, title: str = "") -> tuple[bytes, str]:
     """Throughput normalised to the baseline (the first column without one), grouped by row."""
-    plt = _plt()
+    plt = pyplot()
     base_col = base_col or values.cols[0]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(values.rows) * max(1, len(values.cols)) / 3), 4))
     width = 0.8 / max(1, len(values.cols))
@@ -46,7 +42,7 @@ def bars(values: Table, base_col: str | None, higher_is_better: bool, title: str
 
 def heatmap(normalised: Table, title: str) -> tuple[bytes, str]:
     """Rows (optimised for) x columns (run at); each cell over the best in its column."""
-    plt = _plt()
+    plt = pyplot()
     import numpy as np
 
     data = np.array([[v if isinstance(v := normalised.cells.get((r, c)), float) else np.nan
@@ -69,7 +65,7 @@ def heatmap(normalised: Table, title: str) -> tuple[bytes, str]:
 
 def scatter(runs: list[Run], layout: Layout) -> tuple[bytes, str]:
     """Optimization cost against latency, one panel per network, a labelled point per variant."""
-    plt = _plt()
+    plt = pyplot()
     groups: dict[str, list[Run]] = {}
     for run in runs:
         groups.setdefault(run.value("model"), []).append(run)
@@ -90,7 +86,7 @@ def scatter(runs: list[Run], layout: Layout) -> tuple[bytes, str]:
 
 def lines(values: Table) -> tuple[bytes, str]:
     """The metric against the row key (batch size), a line per variant."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for col in values.cols:
         pts = [(float(r), v) for r in values.rows if isinstance(v := values.cells.get((r, col)), float)]
