@@ -52,7 +52,7 @@ def _tracking(config: Any) -> dict[str, Any]:
 class SweepCallback(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
-        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir)
+        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config))
         info["study"] = str(config.get("sweep", {}).get("study", "") or "")
         sweeps.reap(results_dir)
         tracking = _tracking(config)
@@ -74,7 +74,7 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
-        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir)
+        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config))
         sweeps.end(results_dir, info["sweep_id"])
         ACTIVE.clear()
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later

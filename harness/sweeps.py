@@ -38,11 +38,12 @@ def _read(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def sweep_identity(overrides: list[str], results_dir: str | Path) -> dict[str, str]:
+def sweep_identity(overrides: list[str], results_dir: str | Path, device: str = "") -> dict[str, str]:
     """The sweep id of a command: its overrides (order-free; ``sweep.*`` options excluded, so
-    ``sweep.rerun=true`` continues the same sweep) and its results folder."""
+    ``sweep.rerun=true`` continues the same sweep), its results folder and the device it runs on
+    (the same command on another GPU is another sweep: both are kept, as the devices study needs)."""
     kept = sorted(o for o in overrides if not o.lstrip("+~").startswith("sweep."))
-    key = "\n".join([str(Path(results_dir).resolve()), *kept])
+    key = "\n".join([str(Path(results_dir).resolve()), *kept] + ([f"device {device}"] if device else []))
     command = " ".join(["python -m harness -m", *overrides])
     shown = [o for o in kept if not o.lstrip("+~").startswith("tracking.")]
     return {"sweep_id": hashlib.sha1(key.encode()).hexdigest()[:12], "sweep_name": f"sweep {' '.join(shown)}"[:240],
@@ -175,6 +176,17 @@ def device_of_record(record: dict[str, Any]) -> str:
     if tags.get("device") == "cuda":
         return "cuda:" + tags.get("torch_device_name", tags.get("gpu_name", "unknown"))
     return "cpu:" + tags.get("cpu_model", "unknown")
+
+
+def sweep_device(config: Any) -> str:
+    """The device a sweep's base config names (``device`` swept per job leaves it at its default);
+    the requested name where it cannot be resolved (the job then says why)."""
+    plain = {"device": {"type": str(getattr(config.device.type, "value", config.device.type)),
+                        "index": int(config.device.index)}}
+    try:
+        return current_device(plain)
+    except Exception:
+        return plain["device"]["type"]
 
 
 def current_device(plain: dict[str, Any]) -> str:

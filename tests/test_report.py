@@ -135,3 +135,40 @@ def test_report_of_a_sweep_that_only_mlflow_has(tmp_path):
     shutil.rmtree(tmp_path / "records")
     remote = build_report("utilization", tmp_path, tmp_path / "b", log=False)
     assert (local / "table1.csv").read_text() == (remote / "table1.csv").read_text()
+
+
+def test_devices_study_runs_a_schedule_made_on_another_gpu(tmp_path):
+    """Device specialization on the CPU: a schedule saved under another device's name is loaded
+    (not searched, not overwritten), the device's own entry searches; one report covers both."""
+    pytest.importorskip("mlflow")
+    common = [f"tracking.results_dir={tmp_path}", "tracking=off"]
+    res = subprocess.run([sys.executable, "-m", "harness", "model=sample", "backend=ios", "device=cpu",
+                          "runner=quick", "backend.schedule=greedy", *common],
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (own,) = (tmp_path / "schedules").rglob("cpu-bs1-*-greedy.json")
+    foreign = own.with_name(own.name.replace("cpu-", "nvidia-h200-141gb-", 1))
+    sched = json.loads(own.read_text())
+    sched["device"] = "NVIDIA H200 141GB"
+    foreign.write_text(json.dumps(sched))
+    res = subprocess.run([sys.executable, "-m", "harness", "-m", "+experiment=devices_quick",
+                          "backend.schedule=greedy", "backend.schedule_device=cpu,nvidia-h200", *common],
+                         capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert res.returncode == 0, res.stderr[-3000:]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
+    made_on = sorted(r["params"]["schedule_made_on"] for r in records if r.get("tracking", {}).get("sweep_id"))
+    assert made_on == ["NVIDIA H200 141GB", "cpu"]
+    assert json.loads(foreign.read_text())["device"] == "NVIDIA H200 141GB"
+    folder = build_report("devices", tmp_path, log=False)
+    md = (folder / "report.md").read_text()
+    assert "| schedule made on \\ GPU | cpu |" in md
+    assert "| NVIDIA H200 141GB |" in md and "| cpu |" in md and "failed" not in md
+    assert _png_has_content(folder / "devices-sample.png")
+    # a GPU with no saved schedule: one line naming the GPUs that have one
+    res = subprocess.run([sys.executable, "-m", "harness", "model=sample", "backend=ios", "device=cpu",
+                          "runner=quick", "backend.schedule=greedy", "backend.schedule_device=nvidia-a100", *common],
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert res.returncode != 0
+    out = res.stdout + res.stderr
+    assert "backend.schedule_device='nvidia-a100': no schedule of this search saved by that GPU" in out
+    assert "(GPUs with one: nvidia-h200-141gb)" in out

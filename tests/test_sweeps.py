@@ -40,6 +40,7 @@ def test_sweep_identity_is_the_command():
                                                   "/x")["sweep_id"]
     assert a["sweep_id"] != sweeps.sweep_identity(["batch=1,2,4", "backend=ios,pytorch"], "/x")["sweep_id"]
     assert a["sweep_id"] != sweeps.sweep_identity(["batch=1,2", "backend=ios,pytorch"], "/y")["sweep_id"]
+    assert a["sweep_id"] != sweeps.sweep_identity(["batch=1,2", "backend=ios,pytorch"], "/x", "cuda:H100")["sweep_id"]
     assert a["sweep_name"] == "sweep backend=ios,pytorch batch=1,2"
 
 

@@ -13,8 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.report",
                                  description="Tables, plots and an HTML page of a sweep: by sweep id, or the newest "
                                              "sweep of a study (schedules, frameworks, utilization, specialization, "
-                                             "prune, batchsize, autotvm).")
-    ap.add_argument("name", help="a study (experiment preset) name or a sweep id")
+                                             "prune, batchsize, autotvm, devices).")
+    ap.add_argument("name", nargs="+", help="a study (experiment preset) name or a sweep id; several: one "
+                                            "report of them together (the same study run on two GPUs)")
     ap.add_argument("--results-dir", default=TrackingConfig.results_dir)
     ap.add_argument("--out", default=None, help="folder to write (default: <results-dir>/reports/<study>-<id>/)")
     ap.add_argument("--baseline", default=None,

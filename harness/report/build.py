@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import plots
-from .runs import Run, _tracker, find_sweep, load_runs
+from .runs import Run, _tracker, find_sweeps, load_runs
 from .tables import LAYOUTS, Layout, Table, baseline_column, build_tables, op_table, same_run_table
 
 
@@ -36,7 +36,8 @@ def _plots(runs: list[Run], layout: Layout, tables: list[Table], baseline: str,
         for t in tables:
             if "/ best in column" in t.title:
                 model = t.title.split(":", 1)[0]
-                out[f"specialization-{model}"] = plots.heatmap(t, f"{model}: latency / best for that batch size")
+                per = "GPU" if layout.cols.startswith("tag:") else "batch size"
+                out[f"{study}-{model}"] = plots.heatmap(t, f"{model}: latency / best for that {per}")
     elif layout.plot == "scatter":
         out["prune-tradeoff"] = plots.scatter(runs, layout)
     elif layout.plot == "lines":
@@ -49,11 +50,13 @@ def _plots(runs: list[Run], layout: Layout, tables: list[Table], baseline: str,
     return out
 
 
-def build_report(name: str, results_dir: str | Path, out_dir: str | Path | None = None,
+def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | Path | None = None,
                  baseline: str | None = None, log: bool = True) -> Path:
-    """Build the report of a sweep (by id) or of a study's newest sweep; returns its folder."""
-    state = find_sweep(results_dir, name)
-    runs = load_runs(results_dir, state)
+    """Build the report of a sweep (by id) or of a study's newest sweep, or of several sweeps
+    together (a study run on two machines); returns its folder. Logged to the first's parent run."""
+    states = find_sweeps(results_dir, [name] if isinstance(name, str) else name)
+    state = states[0]
+    runs = [run for s in states for run in load_runs(results_dir, s)]
     study = state.get("study") or ""
     layout = LAYOUTS.get(study, Layout())
     if baseline is None:

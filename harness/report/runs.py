@@ -30,7 +30,11 @@ class Run:
         return None
 
     def value(self, key: str) -> str:
-        """A config value by dotted key (``model``, ``batch``, ``backend.r``), as text."""
+        """A config value by dotted key (``model``, ``batch``, ``backend.r``), or a logged
+        ``param:<name>`` or ``tag:<name>`` (where the config does not hold it), as text."""
+        kind, _, name = key.partition(":")
+        if name and kind in ("param", "tag"):
+            return str(self.record.get(f"{kind}s", {}).get(name, "?"))
         if key == "model":
             name = self.record.get("config", {}).get("model", {}).get("name", "?")
             params = self.record.get("config", {}).get("model", {}).get("params") or {}
@@ -88,6 +92,20 @@ def find_sweep(results_dir: str | Path, name: str) -> dict[str, Any]:
         return remote
     known = ", ".join(f"{s['sweep_id']} ({s.get('study') or s.get('sweep_name')})" for s in states) or "none"
     raise ConfigError(f"no sweep or study named {name!r} under {base}; sweeps there: {known}")
+
+
+def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any]]:
+    """The sweeps named; a study whose report covers all its sweeps (``devices``: one per GPU)
+    named alone gives every sweep of it, oldest first."""
+    from .tables import LAYOUTS
+
+    if len(names) == 1 and names[0] in LAYOUTS and LAYOUTS[names[0]].combine:
+        base = sweeps.records_dir(results_dir) / "sweeps"
+        found = [s for p in sorted(base.glob("*/sweep.json")) if (s := sweeps._read(p)) and s.get("study") == names[0]]
+        if found:
+            return sorted(found, key=lambda s: s.get("started") or "")
+    states = [find_sweep(results_dir, n) for n in names]
+    return list({s["sweep_id"]: s for s in states}.values())
 
 
 def _tracker(results_dir: str | Path, state: dict[str, Any] | None = None):

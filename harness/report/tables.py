@@ -23,6 +23,7 @@ class Layout:
     cols: str = ""  # a config key for the columns; empty: the variant (label and varying options)
     per: str = ""  # one table per value of this key
     also: tuple[str, ...] = ()  # more metrics tabulated the same way (no speed-up)
+    combine: bool = False  # the report of the study covers all its sweeps (one per machine), not the newest
 
 
 LAYOUTS = {
@@ -33,7 +34,16 @@ LAYOUTS = {
     "specialization": Layout(rows="backend.opt_batch", cols="batch", plot="heatmap", per="model"),
     "prune": Layout(plot="scatter", also=("cost",)),
     "batchsize": Layout(rows="batch", metric="throughput", plot="lines"),
+    "devices": Layout(rows="param:schedule_made_on", cols="tag:backend_device", plot="heatmap", per="model",
+                      combine=True),
 }
+
+#: how a table or plot names a key that is not a config key
+KEY_NAMES = {"param:schedule_made_on": "schedule made on", "tag:backend_device": "GPU"}
+
+
+def key_name(key: str) -> str:
+    return KEY_NAMES.get(key, key)
 
 METRICS = {"latency": ("latency_median_ms", "median latency (ms)"),
            "throughput": ("throughput_ips", "throughput (images/s)"),
@@ -136,7 +146,8 @@ def value_table(runs: list[Run], layout: Layout, title: str) -> Table:
     cols = list(dict.fromkeys(column(r, runs, layout) for r in runs))
     if layout.cols:
         cols = _order(cols)
-    t = Table(f"{title}: {unit}", f"{layout.rows} \\ {layout.cols}" if layout.cols else layout.rows, rows, cols,
+    rows_name = key_name(layout.rows)
+    t = Table(f"{title}: {unit}", f"{rows_name} \\ {key_name(layout.cols)}" if layout.cols else rows_name, rows, cols,
               digits={"latency": 3, "throughput": 1}.get(layout.metric, 2), geomean=not layout.cols)
     for run in runs:
         v = run.metric(name)

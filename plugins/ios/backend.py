@@ -128,8 +128,11 @@ class IosBackend(Backend[IosConfig]):
         t = time.perf_counter()
         searched = work.at_batch(cfg.opt_batch or batch)  # specialization: a schedule made for another batch size
         path = self.schedule_path(searched)
+        foreign = self.foreign_schedule(path, device_name)
         if cfg.schedule_file:
             sched = self._load(cfg.schedule_file, graph, "backend.schedule_file")
+        elif foreign is not None:
+            sched = self._load(str(foreign), graph, "backend.schedule_device")
         else:
             algo = cfg.schedule
             if algo == "sequential":
@@ -147,8 +150,8 @@ class IosBackend(Backend[IosConfig]):
                 metrics["search_reused"] = 0.0
             sched.batch, sched.device, sched.precision = searched.batch, device_name, precision
         metrics["search_cost_s"] = time.perf_counter() - t
-        if cfg.schedule_file:
-            path = Path(cfg.schedule_file)  # run as given; never saved where a search would be reused
+        if cfg.schedule_file or foreign is not None:
+            path = Path(cfg.schedule_file) if cfg.schedule_file else foreign  # run as given, never saved
         else:
             sched.to_json(path)
         if cfg.bounds:  # under the configured cost model, so comparable with predicted_ms
@@ -175,8 +178,31 @@ class IosBackend(Backend[IosConfig]):
         return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
                         cuda_stream=target.stream, device_name=device_name, display_name=self.label(),
                         artifacts=artifacts, metrics=metrics,
-                        params={"schedule_path": str(path), "runtime_mode": model.mode, "captured": model.captured,
+                        params={"schedule_path": str(path), "schedule_made_on": sched.device or device_name,
+                                "schedule_batch": sched.batch or searched.batch, "runtime_mode": model.mode,
+                                "captured": model.captured,
                                 "ios_final": sched.stats.get("selection", {}).get("final", "")})
+
+    def foreign_schedule(self, path: Path, device_name: str) -> Path | None:
+        """The schedule saved by the same search on the GPU ``backend.schedule_device`` names
+        (device specialization: made on one GPU kind, run on another); None for this GPU's own.
+        Its file differs from ``path`` only in the device part of the name."""
+        wanted = slug(self.cfg.schedule_device) if self.cfg.schedule_device else ""
+        here = slug(device_name)
+        if not wanted or here.startswith(wanted):
+            return None
+        rest = path.name[len(here):]
+        saved = sorted(p for p in path.parent.glob(f"*{rest}") if p.name != path.name)
+        found = [p for p in saved if p.name.startswith(wanted)]
+        if len(found) == 1:
+            return found[0]
+        others = ", ".join(p.name[:-len(rest)] for p in saved) or "none"
+        if found:
+            raise BackendError(f"backend.schedule_device={self.cfg.schedule_device!r} matches several GPUs ({others}): "
+                               "give more of the name")
+        raise BackendError(f"backend.schedule_device={self.cfg.schedule_device!r}: no schedule of this search saved "
+                           f"by that GPU under {path.parent} (GPUs with one: {others}); run the same search there and "
+                           "copy its store's schedules/ folder here")
 
     @staticmethod
     def _load(path: str, graph: Graph, what: str) -> Schedule:

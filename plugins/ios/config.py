@@ -28,6 +28,7 @@ class IosConfig(BackendConfig):
     runtime: str = "graph"  # graph, graph-stages, eager, ios-faithful
     streams: str = "chains"  # chains (follow producers, avoid false dependencies) or stage-order (group j on stream j)
     schedule_file: str = ""  # run a saved schedule instead of searching
+    schedule_device: str = ""  # run the schedule a search saved on this GPU (name or its start, e.g. nvidia-h200)
     opt_batch: int = 0  # search (or reuse) the schedule for this batch size and run it at the run's batch; 0: the same
     greedy_streams: int = 10
     profile: bool = False  # per-stage latencies and a timeline as artifacts
