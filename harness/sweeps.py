@@ -181,12 +181,11 @@ def device_of_record(record: dict[str, Any]) -> str:
 def sweep_device(config: Any) -> str:
     """The device a sweep's base config names (``device`` swept per job leaves it at its default);
     the requested name where it cannot be resolved (the job then says why)."""
-    plain = {"device": {"type": str(getattr(config.device.type, "value", config.device.type)),
-                        "index": int(config.device.index)}}
+    kind = str(getattr(config.device.type, "value", config.device.type))
     try:
-        return current_device(plain)
+        return current_device({"device": {"type": kind, "index": int(config.device.index)}})
     except Exception:
-        return plain["device"]["type"]
+        return kind
 
 
 def current_device(plain: dict[str, Any]) -> str:

@@ -151,7 +151,7 @@ class IosBackend(Backend[IosConfig]):
             sched.batch, sched.device, sched.precision = searched.batch, device_name, precision
         metrics["search_cost_s"] = time.perf_counter() - t
         if cfg.schedule_file or foreign is not None:
-            path = Path(cfg.schedule_file) if cfg.schedule_file else foreign  # run as given, never saved
+            path = foreign or Path(cfg.schedule_file)  # run as given, never saved
         else:
             sched.to_json(path)
         if cfg.bounds:  # under the configured cost model, so comparable with predicted_ms
