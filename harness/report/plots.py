@@ -4,6 +4,7 @@ maps, the prune trade-off scatter, throughput against batch size."""
 from __future__ import annotations
 
 import io
+import textwrap
 from typing import Any
 
 from ios_core.plotting import pyplot, render
@@ -53,7 +54,7 @@ def heatmap(normalised: Table, title: str) -> tuple[bytes, str]:
         for j in range(data.shape[1]):
             ax.text(j, i, "-" if np.isnan(data[i, j]) else f"{data[i, j]:.2f}", ha="center", va="center",
                     color="white" if not np.isnan(data[i, j]) and data[i, j] > 1.02 else "black")
-    ax.set_xticks(range(len(normalised.cols)), normalised.cols)
+    ax.set_xticks(range(len(normalised.cols)), [textwrap.fill(c, 14) for c in normalised.cols])  # GPU names
     ax.set_yticks(range(len(normalised.rows)), normalised.rows)
     rows_key, _, cols_key = normalised.row_name.partition(" \\ ")
     ax.set_xlabel(f"run at ({cols_key or 'column'})")
