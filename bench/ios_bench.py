@@ -42,10 +42,8 @@ def one(model: str, backend: dict, precision: str, device: str, runner: dict, re
            "device": {"type": device}, "runner": runner,
            "tracking": {"enabled": False, "results_dir": results}}
     rec = run(cfg)
-    m = rec.get("metrics", {})
-    return {"model": model, "precision": precision, "batch": batch, "backend": backend["name"], "status": rec["status"],
-            "summary": rec.get("summary", ""), "error": rec.get("error"), "metrics": m,
-            "params": rec.get("params", {})}
+    return {"model": model, "precision": precision, "batch": batch, "backend": backend["name"], "status": rec.status,
+            "summary": rec.summary or "", "error": rec.error, "metrics": rec.metrics, "params": rec.params}
 
 
 def bench(args) -> None:

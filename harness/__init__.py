@@ -3,8 +3,10 @@ environment capture, tracking and process isolation.
 
     import harness
     record = harness.run({"model": {"name": "sample"}, "backend": {"name": "pytorch"}})
+    record.status, record.metrics["latency_median_ms"]
 """
 
 from .job import run, summary_line
+from .record import Record
 
-__all__ = ["run", "summary_line"]
+__all__ = ["Record", "run", "summary_line"]

@@ -77,7 +77,34 @@ class SweepCallback(Callback):
         info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config))
         sweeps.end(results_dir, info["sweep_id"])
         ACTIVE.clear()
+        _launcher_summary(config, results_dir, info)
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")
         sweeps.log_speedups(results_dir, info["sweep_id"], baseline)
         sweeps.print_table(results_dir, info["sweep_id"], baseline)
+
+
+def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any]) -> None:
+    """The load-aware launcher's makespan and device use: into the sweep's state and as metrics
+    of its MLflow parent run (nothing for other launchers)."""
+    from .launcher import read_summary
+    from .tracking import write_json
+
+    summary = read_summary(config.hydra.sweep.dir)
+    state = sweeps.read_state(results_dir, info["sweep_id"])
+    if summary is None or state is None:
+        return
+    state["launcher"] = summary
+    write_json(sweeps.sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)
+    tracking = _tracking(config)
+    if not tracking["enabled"] or not mlflow_available():
+        return
+    try:
+        t = Tracker(*store_of(results_dir, tracking))
+        parent = t.parent_run(info["sweep_id"], info["sweep_name"], info["sweep_command"])
+        metrics = {"launcher/makespan_s": summary["makespan_s"], "launcher/wait_s": summary["wait_s"]}
+        metrics.update({f"launcher/device{d}_utilization": u for d, u in enumerate(summary["device_utilization"])})
+        for key, value in metrics.items():
+            t.client.log_metric(parent, key, float(value))
+    except Exception as exc:  # the store is down: the summary stays in the sweep's state
+        warnings.warn(f"could not log the launcher's summary ({str(exc).splitlines()[0][:200]})", stacklevel=2)

@@ -61,11 +61,11 @@ def _task(cfg: Any) -> str:
         sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, str(exc))
         _failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
         return "FAILED"
-    if record["status"] != "FINISHED":
-        _failures.append(record["summary"])
+    if record.status != "FINISHED":
+        _failures.append(record.summary or record.status)
         if not multirun:
             sys.exit(1)
-    return record["status"]
+    return record.status
 
 
 def hydra_error_line(exc: BaseException) -> str:
@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> None:
             _print_backends()
             return
         register_configs()
+        from .launcher import register_hydra_plugin
+
+        register_hydra_plugin()
     except BackendError as exc:  # a plugin that cannot be loaded
         if os.environ.get("HARNESS_DEBUG"):
             raise

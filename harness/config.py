@@ -1,8 +1,11 @@
 """Structured-config dataclasses for every config group.
 
 Hydra validates overrides against these types before anything runs (a misspelt key or
-``batch=abc`` fails at composition); :func:`validate` adds the value checks types
-cannot express. Backends contribute their own dataclass under ``backend/``.
+``batch=abc`` fails at composition); each dataclass checks the values types cannot express
+when it is made (``__post_init__``), so ``OmegaConf.to_object`` of a composed config (see
+:func:`validate`) refuses ``batch=0`` as the constructor would. Hydra itself only merges
+these classes as schemas and makes the defaults, which pass. Backends contribute their own
+dataclass under ``backend/``.
 """
 
 from __future__ import annotations
@@ -11,11 +14,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from ios_core.errors import UserError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -68,6 +75,11 @@ class DeviceConfig:
     clock: str = "base"  # "base" (TDP clock), "max", or a frequency in MHz
     sample_interval_ms: int = 50
 
+    def __post_init__(self) -> None:
+        clock = str(self.clock)
+        if clock not in ("base", "max") and not clock.isdigit():
+            raise ConfigError(f"device.clock={clock!r} is invalid: use base, max or a frequency in MHz")
+
 
 @dataclass
 class RunnerConfig:
@@ -86,6 +98,18 @@ class RunnerConfig:
     trace: bool = False  # a torch.profiler trace of 3 more iterations and kernels in flight over time
     percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0, 95.0, 99.0])  # each given enough samples
     include_transfers: bool = False  # time the input's copy to the device and the output's back, as trtexec can
+
+    def __post_init__(self) -> None:
+        at_least("runner.", self, 0, "warmup_iters", "min_iters", "max_iters", "check_samples")
+        if self.max_time_s <= 0 or self.timeout_s <= 0:
+            raise ConfigError("runner.max_time_s and runner.timeout_s must be positive")
+        if self.max_iters < 1 or self.min_iters > self.max_iters:
+            raise ConfigError(f"runner.max_iters={self.max_iters} must be >= 1 and "
+                              f">= runner.min_iters={self.min_iters}")
+        at_least("runner.", self, 0, "min_time_s", "warmup_time_s")
+        for p in self.percentiles:
+            if not 0 < float(p) < 100:
+                raise ConfigError(f"runner.percentiles: {p} is not a percentile strictly between 0 and 100")
 
 
 @dataclass
@@ -114,6 +138,7 @@ def choose(key: str, value: Any, allowed: Iterable[str]) -> None:
 
 
 def at_least(prefix: str, cfg: Any, minimum: int, *keys: str) -> None:
+    """The one check of a lower bound, for each named attribute of ``cfg``."""
     for key in keys:
         if getattr(cfg, key) < minimum:
             raise ConfigError(f"{prefix}{key}={getattr(cfg, key)} must be >= {minimum}")
@@ -175,25 +200,18 @@ class BenchConfig:
     batch: int = 1
     precision: Precision = Precision.fp32
 
+    def __post_init__(self) -> None:  # the groups checked their own values as they were made
+        if self.batch < 1:
+            raise ConfigError(f"batch={self.batch} is invalid: the batch size must be a positive integer")
 
-def validate(cfg: Any) -> None:
-    """Value checks beyond types; raise ConfigError naming the key and the allowed range."""
-    if int(cfg.batch) < 1:
-        raise ConfigError(f"batch={cfg.batch} is invalid: the batch size must be a positive integer")
-    r = cfg.runner
-    for key in ("warmup_iters", "min_iters", "max_iters", "check_samples"):
-        if int(r[key]) < 0:
-            raise ConfigError(f"runner.{key}={r[key]} must be >= 0")
-    if float(r.max_time_s) <= 0 or float(r.timeout_s) <= 0:
-        raise ConfigError("runner.max_time_s and runner.timeout_s must be positive")
-    if int(r.max_iters) < 1 or int(r.min_iters) > int(r.max_iters):
-        raise ConfigError(f"runner.max_iters={r.max_iters} must be >= 1 and >= runner.min_iters={r.min_iters}")
-    for key in ("min_time_s", "warmup_time_s"):
-        if float(r[key]) < 0:
-            raise ConfigError(f"runner.{key}={r[key]} must be >= 0")
-    for p in r.percentiles:
-        if not 0 < float(p) < 100:
-            raise ConfigError(f"runner.percentiles: {p} is not a percentile strictly between 0 and 100")
-    clock = str(cfg.device.clock)
-    if clock not in ("base", "max") and not clock.isdigit():
-        raise ConfigError(f"device.clock={clock!r} is invalid: use base, max or a frequency in MHz")
+
+def validate(cfg: DictConfig) -> BenchConfig:
+    """The typed config of a composed one (``BenchConfig`` schema): making it runs every group's
+    value checks, the backend's included. A value left at ``???`` is refused in one line."""
+    try:
+        typed = OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as exc:
+        raise ConfigError(f"{exc.full_key} has no value (???): give one, e.g. {exc.full_key}=...") from None
+    if not isinstance(typed, BenchConfig):
+        raise TypeError(f"not a config of the BenchConfig schema: {type(typed).__name__}")
+    return typed

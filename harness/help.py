@@ -15,6 +15,7 @@ HEAD = """harness: the same CNNs on many inference backends, one measurement pro
 
   python -m harness [key=value ...]              one measurement (defaults: squeezenet, pytorch, batch 1)
   python -m harness -m batch=1,16 backend=ios,pytorch    a sweep: resumable, one table at the end
+  python -m harness -m hydra/launcher=loadaware ...   jobs at once; each GPU measures for one job at a time
   python -m harness -m +experiment=schedules     a study of the IOS paper (see conf/experiment/)
   python -m harness.report schedules             that study's tables, plots and HTML page
   python -m harness --list-backends              which backends can run on this machine, and why not

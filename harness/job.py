@@ -8,11 +8,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import json
 import os
 import signal
 import sys
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,7 +27,8 @@ from .config import BenchConfig, ClockLockMode, ConfigError, validate
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import Measurement, measure
-from .tracking import deliver, flatten, new_record, records_dir, save_record
+from .record import Record, Status
+from .tracking import deliver, flatten, records_dir, save_record
 
 
 def summary_line(model: str, optimization: str, batch: int, cost_s: float | None, latency_ms: float | None) -> str:
@@ -41,6 +42,8 @@ def summary_line(model: str, optimization: str, batch: int, cost_s: float | None
 
 def to_plain(cfg: Any) -> dict[str, Any]:
     """Any config form (BenchConfig, DictConfig, dict) -> a validated plain dict."""
+    if isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is not BenchConfig:  # made without the schema
+        cfg = OmegaConf.to_container(cfg)
     if isinstance(cfg, dict):  # from Python: apply the schema and the backend's dataclass defaults
         cfg = dict(cfg)
         name = get_backend(cfg.get("backend", {}).get("name", "pytorch")).name  # aliases resolved
@@ -51,17 +54,19 @@ def to_plain(cfg: Any) -> dict[str, Any]:
         cfg = OmegaConf.merge(OmegaConf.structured(BenchConfig), cfg)
     elif not isinstance(cfg, DictConfig):
         cfg = OmegaConf.structured(cfg)
-    validate(cfg)
+    # before the typed config, which would refuse the missing (???) path without saying how to give it
+    if (not OmegaConf.is_missing(cfg, "model") and OmegaConf.select(cfg, "model.name") == "onnx"
+            and not OmegaConf.select(cfg, "model.params.path")):
+        raise ConfigError("model=onnx needs the file: add model.params.path=/abs/net.onnx")
+    validate(cfg)  # every group's value checks, as the typed config is made
     plain = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
-    get_backend(plain["backend"]["name"]).config_class.from_mapping(plain["backend"])  # its keys and values
+    backend = plain["backend"]["name"]  # its values were checked above; `+backend.mdoe=x` slips past those
+    get_backend(backend).config_class.check_keys(plain["backend"].keys(), backend)
     plain["tracking"]["results_dir"] = str(Path(plain["tracking"]["results_dir"]).resolve())
     check_results_dir(plain["tracking"]["results_dir"])
     if plain["device"]["type"] == "cuda":
         from .protocol import resolve_device
         resolve_device("cuda")  # no GPU: one line before any work, not a failed run
-    params = plain["model"].get("params") or {}
-    if plain["model"]["name"] == "onnx" and str(params.get("path") or "???") == "???":
-        raise ConfigError("model=onnx needs the file: add model.params.path=/abs/net.onnx")
     for key, path in _input_files(plain).items():  # files the child would read: checked here, before any work
         if not Path(path).is_file():
             raise ConfigError(f"{key}={path}: no such file")
@@ -125,8 +130,9 @@ def compose(overrides: list[str]) -> DictConfig:
 
 
 def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = False, *,
-        overrides: list[str] | None = None) -> dict[str, Any]:
-    """Measure one (model, backend, batch, device, precision); returns the record.
+        overrides: list[str] | None = None) -> Record:
+    """Measure one (model, backend, batch, device, precision); returns its :class:`Record`
+    (a sweep's rerun returns the earlier one, ``skipped`` set).
 
     ``cfg`` is a config (dict, DictConfig or BenchConfig); or give ``overrides`` as on the
     command line: ``run(overrides=["model=nasnet", "runner=quick"])``."""
@@ -149,8 +155,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         earlier = _finished_before(plain, sweep, run_name, quiet)
         if earlier is not None:
             return earlier
-    record = new_record(plain, tracking)
-    record["run_name"] = run_name
+    record = Record.new(plain, tracking, run_name)
     runner = plain["runner"]
     dev = plain["device"]
     lock = None
@@ -163,7 +168,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
             target_mhz = 0.0
             if lock is not None and lock.lock():
                 target_mhz = float(lock.locked_mhz or 0)
-                record["tags"]["clock_locked_mhz"] = str(lock.locked_mhz)
+                record.tags["clock_locked_mhz"] = str(lock.locked_mhz)
             job = functools.partial(measure, clock_target_mhz=target_mhz)  # picklable for the spawned child
             outcome = (run_isolated(job, plain, runner["timeout_s"]) if runner["isolate"]
                        else run_inline(job, copy.deepcopy(plain)))  # measure fills in defaults
@@ -175,30 +180,30 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     finally:
         if lock is not None:
             lock.reset()
-    record["tags"]["clock_locked"] = str(bool(record["tags"].get("clock_locked_mhz"))).lower()
+    record.tags["clock_locked"] = str(bool(record.tags.get("clock_locked_mhz"))).lower()
+    status: Status
     if outcome.ok:
         res: Measurement | None = outcome.result
         assert res is not None  # an ok outcome carries the child's result
-        record["run_name"] = variant_name(plain, label, res.device, sweep)
-        record.update(status="FINISHED", **res.record_fields())
-        record["tags"].update(res.env)
+        status = "FINISHED"
+        record.run_name = variant_name(plain, label, res.device, sweep)
+        record.take(res)
         label = res.display_name
         line = summary_line(plain["model"]["name"], label, plain["batch"], res.metrics["optimization_cost_s"],
                             res.metrics["latency_median_ms"])
-        record["notes"] = list(res.notes)
+        record.notes = list(res.notes)
         if res.metrics.get("search_reused") == 1.0:  # a saved schedule: its search cost was paid before
-            record["notes"].insert(0, "schedule reused (backend.research=true searches again)")
-        line += "".join(f" | {note}" for note in record["notes"])  # why it stopped early, noise, throttling
+            record.notes.insert(0, "schedule reused (backend.research=true searches again)")
+        line += "".join(f" | {note}" for note in record.notes)  # why it stopped early, noise, throttling
     else:
-        record.update(status="KILLED" if interrupted else "FAILED", error=outcome.error, detail=outcome.detail)
+        status = "KILLED" if interrupted else "FAILED"
+        record.error, record.detail = outcome.error, outcome.detail
         partial = interrupted.partial if interrupted is not None else None
         if partial:  # what was measured before the interrupt is kept
-            record.update(**partial.record_fields())
-            record["tags"].update(partial.env)
+            record.take(partial)
         line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
-    record["summary"], record["label"] = line, label
-    record["ended"] = datetime.now(UTC).isoformat()
-    record["tags"]["harness.status"] = record["status"]
+    _lease_accounting(record)
+    record.end(status, line, label)
     save_record(record, tr["results_dir"], pending=tr["enabled"])
     if sweep and sweep.get("sweep_id"):
         sweeps.record_job(tr["results_dir"], sweep, plain, record)
@@ -206,7 +211,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     if interrupted is not None:
         if sweep and sweep.get("sweep_id"):
             sweeps.close(tr["results_dir"], tracking, "KILLED")  # Hydra skips its end-of-sweep callback
-        print(f"interrupted: {record['run_name']} stopped by {interrupted}; its record is kept "
+        print(f"interrupted: {record.run_name} stopped by {interrupted}; its record is kept "
               f"(status KILLED) under {tr['results_dir']}/records", file=sys.stderr, flush=True)
         raise SystemExit(128 + interrupted.signum)
     if not quiet:
@@ -232,22 +237,33 @@ def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str
     return " ".join([name, *extra])
 
 
-def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str,
-                     quiet: bool) -> dict[str, Any] | None:
+def _lease_accounting(record: Record) -> None:
+    """Under the load-aware launcher: what the job waited for and held, and on which device."""
+    from .leases import job_stats
+
+    stats = job_stats()
+    if not stats:
+        return
+    record.metrics.update({f"launcher_{k}": float(stats[k]) for k in ("wait_s", "exclusive_s", "cpu_s")})
+    record.params["launcher_device"] = stats["device"]
+    record.artifacts["leases.json"] = json.dumps(stats, indent=1)
+
+
+def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str, quiet: bool) -> Record | None:
     """A rerun of a sweep skips a job that an earlier attempt finished (same config, code, device)."""
     results_dir = plain["tracking"]["results_dir"]
     entry = sweeps.finished_job(results_dir, sweep, plain)
-    record = sweeps.load_record(results_dir, entry["record_id"]) if entry else None
+    record = sweeps.saved_record(results_dir, entry["record_id"]) if entry else None
     if record is None or entry is None:
         return None
     sweeps.mark_reused(results_dir, sweep, plain)
-    if (records_dir(results_dir) / "pending" / f"{record['run_id']}.json").exists():
+    if (records_dir(results_dir) / "pending" / f"{record.run_id}.json").exists():
         deliver(record, results_dir)  # killed while logging it: the earlier MLflow run is completed, not doubled
     if not quiet:
-        lat = record.get("metrics", {}).get("latency_median_ms")
+        lat = record.metrics.get("latency_median_ms")
         print(f"skipped: {run_name} finished earlier in this sweep ({lat:.4g} ms, record {entry['record_id'][:8]}); "
               f"sweep.rerun=true measures it again", flush=True)
-    record["skipped"] = True
+    record.skipped = True
     return record
 
 

@@ -14,7 +14,9 @@ def profile_ops(graph: Any, device: str, precision: str, batch: int) -> tuple[di
     from ios_core.runtime.target import TorchTarget
     from ios_core.runtime.timer import StageTimer
 
-    timer = StageTimer(TorchTarget(device, precision), batch)
+    from .leases import exclusive
+
+    timer = StageTimer(TorchTarget(device, precision), batch, guard=exclusive)
 
     def time_nodes(nodes: list) -> list[float]:
         out: list[float] = []

@@ -155,7 +155,8 @@ def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[
 @dataclass
 class Measurement:
     """What one measurement produced; it crosses from the measuring child to the parent pickled,
-    and the parent copies it into the JSON record (also when an interrupt cut it short)."""
+    and the parent copies it into the run's record (:meth:`harness.record.Record.take`), also
+    when an interrupt cut it short."""
 
     metrics: dict[str, float]
     env: dict[str, str]
@@ -167,12 +168,6 @@ class Measurement:
     device: str
     display_name: str
     graph_hash: str
-
-    def record_fields(self) -> dict[str, Any]:
-        """The record's fields this fills (``tags`` take ``env``)."""
-        return {"metrics": self.metrics, "params": self.params, "artifacts": self.artifacts,
-                "latencies_ms": self.latencies_ms, "gpu_latencies_ms": self.gpu_latencies_ms,
-                "graph_hash": self.graph_hash}
 
 
 @dataclass
@@ -292,11 +287,14 @@ def _time(cfg: dict[str, Any], p: _Prepared, nvml: Any, clock_target_mhz: float,
     """The timed loop with clock sampling; samples taken below a locked clock are dropped before
     the statistics. Returns (host ms, GPU ms, why the loop stopped)."""
     r = cfg["runner"]
-    sampler = ClockSampler(nvml, cfg["device"]["index"], cfg["device"]["sample_interval_ms"] / 1e3).start()
-    try:
-        host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x)
-    finally:
-        sampler.stop()
+    from .leases import exclusive
+
+    with exclusive():  # under the load-aware launcher: the device to itself while timing
+        sampler = ClockSampler(nvml, cfg["device"]["index"], cfg["device"]["sample_interval_ms"] / 1e3).start()
+        try:
+            host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x)
+        finally:
+            sampler.stop()
     from . import isolation
     if isolation.STOP is not None and isolation.STOP.is_set():
         metrics["interrupted"] = 1.0  # the statistics below cover the samples taken until then

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .record import Record
 from .tracking import records_dir, write_json
 from .tracking import store_of as tracking_store
 
@@ -171,8 +172,8 @@ def code_version() -> str:
     return f"{version}+{g['git_commit'][:12]}" + ("-dirty" if g["git_dirty"] == "true" else "")
 
 
-def device_of_record(record: dict[str, Any]) -> str:
-    tags = record.get("tags", {})
+def device_of_record(record: Record) -> str:
+    tags = record.tags
     if tags.get("device") == "cuda":
         return "cuda:" + tags.get("torch_device_name", tags.get("gpu_name", "unknown"))
     return "cpu:" + tags.get("cpu_model", "unknown")
@@ -207,13 +208,13 @@ def current_device(plain: dict[str, Any]) -> str:
     return "cpu:" + cpu_model()
 
 
-def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any], record: dict[str, Any]) -> None:
+def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any], record: Record) -> None:
     """Index a job's outcome in its sweep (after its record is saved)."""
-    metrics = record.get("metrics", {})
-    entry = {"record_id": record["run_id"], "status": record["status"], "run_name": record.get("run_name"),
+    metrics = record.metrics
+    entry = {"record_id": record.run_id, "status": record.status, "run_name": record.run_name,
              "job_num": sweep.get("job_num"), "overrides": sweep.get("job_overrides", []),
              "latency_median_ms": metrics.get("latency_median_ms"), "throughput_ips": metrics.get("throughput_ips"),
-             "optimization_cost_s": metrics.get("optimization_cost_s"), "error": record.get("error"),
+             "optimization_cost_s": metrics.get("optimization_cost_s"), "error": record.error,
              "code": code_version(), "device": device_of_record(record), "attempt": sweep.get("started"),
              "ended": datetime.now(UTC).isoformat()}
     write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
@@ -262,8 +263,18 @@ def close(results_dir: str | Path, tracking: dict[str, Any], status: str) -> Non
 
 
 def load_record(results_dir: str | Path, record_id: str) -> dict[str, Any] | None:
+    """A job's record as its JSON reads (the report takes these dicts as they are)."""
     base = records_dir(results_dir)
     return _read(base / f"{record_id}.json") or _read(base / "pending" / f"{record_id}.json")
+
+
+def saved_record(results_dir: str | Path, record_id: str) -> Record | None:
+    """A job's record, typed; None when it is gone or unreadable."""
+    data = load_record(results_dir, record_id)
+    try:
+        return Record.from_dict(data) if data is not None else None
+    except ValueError:  # a file that is not a record
+        return None
 
 
 def job_entries(results_dir: str | Path, sweep_id: str, attempt: str | None = None) -> list[dict[str, Any]]:
@@ -315,9 +326,9 @@ def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     try:
         t = Tracker(*store_of(results_dir, state))
         for record_id, x in speedups(job_entries(results_dir, sweep_id, state.get("started")), baseline).items():
-            record = load_record(results_dir, record_id) or {}
-            if record.get("mlflow_run_id"):
-                t.client.log_metric(record["mlflow_run_id"], "speedup_vs_baseline", x)
+            record = saved_record(results_dir, record_id)
+            if record is not None and record.mlflow_run_id:
+                t.client.log_metric(record.mlflow_run_id, "speedup_vs_baseline", x)
                 logged += 1
     except Exception:  # the store is down: the table and the report still show it
         pass

@@ -13,11 +13,12 @@ import contextlib
 import json
 import os
 import tempfile
-import uuid
 import warnings
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from .record import Record
 
 MAX_PARAM_LEN = 6000
 
@@ -30,6 +31,7 @@ METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
                  ("schedule", ("search_", "predicted_", "prediction_", "critical_path", "sum_of_ops", "num_stages",
                                "max_groups", "profiled_stage")),
                  ("profile", ("trace_", "op_profile_")),
+                 ("launcher", ("launcher_",)),
                  ("device", ("sm_clock", "temperature", "throttle", "clock_")))
 
 
@@ -66,12 +68,6 @@ def flatten(d: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def new_record(cfg: dict[str, Any], tracking: dict[str, Any]) -> dict[str, Any]:
-    return {"run_id": uuid.uuid4().hex, "created": datetime.now(UTC).isoformat(), "config": cfg,
-            "tracking": tracking, "status": "RUNNING", "metrics": {}, "tags": {}, "params": {},
-            "artifacts": {}}
-
-
 def write_json(path: Path, obj: dict[str, Any]) -> None:
     """Write atomically (a temporary file of this process, then rename): a crash never leaves
     half a file, and two processes never share a temporary file."""
@@ -81,10 +77,10 @@ def write_json(path: Path, obj: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def save_record(record: dict[str, Any], results_dir: str | Path, pending: bool = True) -> Path:
+def save_record(record: Record, results_dir: str | Path, pending: bool = True) -> Path:
     base = records_dir(results_dir)
-    path = (base / "pending" if pending else base) / f"{record['run_id']}.json"
-    write_json(path, record)
+    path = (base / "pending" if pending else base) / f"{record.run_id}.json"
+    write_json(path, record.to_dict())
     return path
 
 
@@ -144,54 +140,54 @@ class Tracker:
             tags.update({"harness.command": command, "mlflow.note.content": f"`{command}`"})
         return self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
 
-    def log(self, record: dict[str, Any]) -> str:
+    def log(self, record: Record) -> str:
         from mlflow.entities import Metric, Param
 
-        tags = {k: str(v) for k, v in record.get("tags", {}).items()}
-        tags["harness.record_id"] = record["run_id"]
+        tags = {k: str(v) for k, v in record.tags.items()}
+        tags["harness.record_id"] = record.run_id
         tags.update(standard_tags(record))
-        sweep = record["tracking"].get("sweep_id")
+        sweep = record.tracking.get("sweep_id")
         if sweep:
-            tags["mlflow.parentRunId"] = self.parent_run(sweep, record["tracking"].get("sweep_name", sweep),
-                                                         record["tracking"].get("sweep_command"))
+            tags["mlflow.parentRunId"] = self.parent_run(sweep, record.tracking.get("sweep_name", sweep),
+                                                         record.tracking.get("sweep_command"))
             tags["harness.sweep_id"] = sweep
-        if record.get("error"):
-            tags["harness.error"] = record["error"][:5000]
+        if record.error:
+            tags["harness.error"] = record.error[:5000]
         # idempotent: a retry (store failed half-way, upload run twice) completes the run it
         # created before instead of adding another
-        found = self.client.search_runs([self.experiment_id], f"tags.`harness.record_id` = '{record['run_id']}'",
+        found = self.client.search_runs([self.experiment_id], f"tags.`harness.record_id` = '{record.run_id}'",
                                         max_results=1)
         if found:
             rid = found[0].info.run_id
             for k, v in tags.items():
                 self.client.set_tag(rid, k, v)
         else:
-            rid = self.client.create_run(self.experiment_id, run_name=record.get("run_name"), tags=tags,
-                                         start_time=_ms(record["created"])).info.run_id
-        params = flatten(record["config"])
-        params.update({f"backend_out.{k}": str(v)[:MAX_PARAM_LEN] for k, v in record.get("params", {}).items()})
+            rid = self.client.create_run(self.experiment_id, run_name=record.run_name or None, tags=tags,
+                                         start_time=_ms(record.created)).info.run_id
+        params = flatten(record.config)
+        params.update({f"backend_out.{k}": str(v)[:MAX_PARAM_LEN] for k, v in record.params.items()})
         plist = [Param(k[:250], v) for k, v in params.items()]
-        ts = int(datetime.fromisoformat(record["created"]).timestamp() * 1000)
-        mlist = [Metric(mlflow_metric_key(k), float(v), ts, 0) for k, v in record.get("metrics", {}).items()]
+        ts = _ms(record.created)
+        mlist = [Metric(mlflow_metric_key(k), float(v), ts, 0) for k, v in record.metrics.items()]
         for i in range(0, len(plist), 100):
             self.client.log_batch(rid, params=plist[i:i + 100])
         for i in range(0, len(mlist), 1000):
             self.client.log_batch(rid, metrics=mlist[i:i + 1000])
         with tempfile.TemporaryDirectory() as tmp:
-            files = {"record.json": json.dumps(record, indent=1, default=str),
-                     "config.json": json.dumps(record["config"], indent=1, default=str),
-                     "env.json": json.dumps(record.get("tags", {}), indent=1),
-                     "latencies_ms.json": json.dumps({"host": record.get("latencies_ms", []),
-                                                      "gpu": record.get("gpu_latencies_ms", [])})}
-            files.update(record.get("artifacts", {}))
+            files = {"record.json": json.dumps(record.to_dict(), indent=1, default=str),
+                     "config.json": json.dumps(record.config, indent=1, default=str),
+                     "env.json": json.dumps(record.tags, indent=1),
+                     "latencies_ms.json": json.dumps({"host": record.latencies_ms or [],
+                                                      "gpu": record.gpu_latencies_ms or []})}
+            files.update(record.artifacts)
             for name, text in files.items():
                 (Path(tmp) / name).write_text(text)
             png = latency_histogram(record)
             if png:
                 (Path(tmp) / "latency_histogram.png").write_bytes(png)
             self.client.log_artifacts(rid, tmp)
-        status = record["status"] if record["status"] in ("FINISHED", "KILLED") else "FAILED"
-        self.client.set_terminated(rid, status, end_time=_ms(record["ended"]) if record.get("ended") else None)
+        status = record.status if record.status in ("FINISHED", "KILLED") else "FAILED"
+        self.client.set_terminated(rid, status, end_time=_ms(record.ended) if record.ended else None)
         return rid
 
 
@@ -199,17 +195,17 @@ def _ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso).timestamp() * 1000)
 
 
-def standard_tags(record: dict[str, Any]) -> dict[str, str]:
+def standard_tags(record: Record) -> dict[str, str]:
     """MLflow's own tags, where MLflow has one: the description, source, commit, user."""
     import getpass
 
     tags = {"mlflow.source.name": "python -m harness", "mlflow.source.type": "LOCAL"}
-    note = str(record.get("summary", ""))
-    if record.get("error"):
-        note += f"\n\n{str(record['error']).splitlines()[0][:2000]}"
+    note = record.summary or ""
+    if record.error:
+        note += f"\n\n{record.error.splitlines()[0][:2000]}"
     if note:
         tags["mlflow.note.content"] = note
-    commit = record.get("tags", {}).get("git_commit")
+    commit = record.tags.get("git_commit")
     if commit and commit != "unknown":
         tags["mlflow.source.git.commit"] = str(commit)
     try:
@@ -219,9 +215,9 @@ def standard_tags(record: dict[str, Any]) -> dict[str, str]:
     return tags
 
 
-def latency_histogram(record: dict[str, Any]) -> bytes | None:
+def latency_histogram(record: Record) -> bytes | None:
     """The run's latency distribution as a PNG (None without matplotlib or samples)."""
-    host = record.get("latencies_ms") or []
+    host = record.latencies_ms or []
     if not host:
         return None
     from ios_core.plotting import pyplot, render
@@ -231,15 +227,15 @@ def latency_histogram(record: dict[str, Any]) -> bytes | None:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.hist(host, bins=min(60, max(10, len(host) // 20)), alpha=0.7, label="host (sync to sync)")
-    gpu = record.get("gpu_latencies_ms") or []
+    gpu = record.gpu_latencies_ms or []
     if gpu:
         ax.hist(gpu, bins=min(60, max(10, len(gpu) // 20)), alpha=0.7, label="GPU (CUDA events)")
-    med = record.get("metrics", {}).get("latency_median_ms")
+    med = record.metrics.get("latency_median_ms")
     if med:
         ax.axvline(med, color="black", linewidth=1, label=f"median {med:.4g} ms")
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("iterations")
-    ax.set_title(str(record.get("run_name", "")), fontsize=9)
+    ax.set_title(record.run_name, fontsize=9)
     ax.legend(fontsize=8)
     return render(fig, "png")
 
@@ -258,10 +254,10 @@ def upload_command(results_dir: str | Path) -> str:
                                          else f" --results-dir {Path(results_dir).resolve()}")
 
 
-def deliver(record: dict[str, Any], results_dir: str | Path) -> str | None:
+def deliver(record: Record, results_dir: str | Path) -> str | None:
     """Send a saved record to its store; on success move it out of pending.
     Returns the MLflow run id, or None (with a one-line warning) when it stays pending."""
-    tr = record["tracking"]
+    tr = record.tracking
     if not tr.get("enabled", True):
         return None
     if not mlflow_available():
@@ -276,7 +272,7 @@ def deliver(record: dict[str, Any], results_dir: str | Path) -> str | None:
         warnings.warn(f"could not log to MLflow at {uri} ({first[:200]}); the record is kept in "
                       f"{records_dir(results_dir)}/pending: run `{upload_command(results_dir)}` later", stacklevel=2)
         return None
-    record["mlflow_run_id"] = rid
+    record.mlflow_run_id = rid
     save_record(record, results_dir, pending=False)
-    (records_dir(results_dir) / "pending" / f"{record['run_id']}.json").unlink(missing_ok=True)
+    (records_dir(results_dir) / "pending" / f"{record.run_id}.json").unlink(missing_ok=True)
     return rid

@@ -15,6 +15,7 @@ import sys
 
 from . import sweeps
 from .config import TrackingConfig
+from .record import Record
 from .tracking import default_uri, deliver, mlflow_available, pending_records
 
 
@@ -34,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = pending_records(args.results_dir)
     sent = 0
     for path in paths:
-        record = json.loads(path.read_text())
-        tr = record["tracking"]
+        record = Record.from_dict(json.loads(path.read_text()))
+        tr = record.tracking
         tr["enabled"] = True
-        made_in = record.get("config", {}).get("tracking", {}).get("results_dir")
+        made_in = record.config.get("tracking", {}).get("results_dir")
         if made_in and tr.get("uri") == default_uri(made_in):  # older records: the default store where they
             tr["uri"] = ""  # were made, another machine's path; they go to the store beside them here
         if args.uri:

@@ -129,6 +129,6 @@ def test_run_with_lock_on_resets(bench_cfg, monkeypatch):
     nvml = FakeNVML()
     monkeypatch.setattr(runner, "load_nvml", lambda: nvml)
     rec = harness.run(bench_cfg(**{"device.lock_clocks": "on", "backend.name": "test_raise"}), quiet=True)
-    assert rec["status"] == "FAILED"
+    assert rec.status == "FAILED"
     assert [c[0] for c in nvml.calls] == ["lock", "reset"]
-    assert rec["tags"]["clock_locked_mhz"] == "1590"
+    assert rec.tags["clock_locked_mhz"] == "1590"

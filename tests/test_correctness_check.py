@@ -45,4 +45,4 @@ def test_onnx_model_that_cannot_see_its_input_is_warned_about(bench_cfg, tmp_pat
     export_onnx(g, str(path))
     with pytest.warns(UserWarning, match="the correctness check cannot see the input"):
         rec = harness.run(bench_cfg(**{"model": {"name": "onnx", "params": {"path": str(path)}}}), quiet=True)
-    assert rec["metrics"]["check_input_sensitivity"] == 0.0
+    assert rec.metrics["check_input_sensitivity"] == 0.0

@@ -49,9 +49,9 @@ def test_jax_pool_edge_cases():
 def test_full_size_end_to_end(bench_cfg, backend):
     pytest.importorskip({"jax": "jax", "onnxruntime": "onnxruntime"}[backend])
     rec = run(bench_cfg(**{"model.name": "inception_v3", "model.params": {}, "backend.name": backend}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["metrics"]["max_rel_error"] < 1e-4
-    assert rec["tags"]["lib_" + {"jax": "jax", "onnxruntime": "onnxruntime"}[backend]] not in ("missing", "unknown")
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4
+    assert rec.tags["lib_" + {"jax": "jax", "onnxruntime": "onnxruntime"}[backend]] not in ("missing", "unknown")
 
 
 @pytest.mark.parametrize("model", ZOO)
@@ -59,8 +59,8 @@ def test_onnxruntime_backend_on_the_zoo(bench_cfg, model):
     pytest.importorskip("onnxruntime")
     rec = run(bench_cfg(**{"model.name": model, "model.params": SMALL[model], "backend.name": "onnxruntime",
                            "backend.graph_optimization": "basic"}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["metrics"]["max_rel_error"] < 1e-4
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4
 
 
 @pytest.mark.parametrize("over,message", [
@@ -70,7 +70,7 @@ def test_onnxruntime_backend_on_the_zoo(bench_cfg, model):
 def test_framework_backend_errors(bench_cfg, over, message):
     pytest.importorskip("onnxruntime")
     rec = run(bench_cfg(**over), quiet=True)
-    assert rec["status"] == "FAILED" and message in rec["error"]
+    assert rec.status == "FAILED" and message in rec.error
 
 
 @pytest.mark.parametrize("model", ZOO)
@@ -89,8 +89,8 @@ def test_tensorflow_conversion_is_exact(model, jit):
 def test_tensorflow_backends_end_to_end(bench_cfg, backend):
     pytest.importorskip("tensorflow")
     rec = run(bench_cfg(**{"model.name": "inception_v3", "model.params": {}, "backend.name": backend}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["metrics"]["max_rel_error"] < 1e-4 and "CPU" in rec["tags"]["backend_device"]
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4 and "CPU" in rec.tags["backend_device"]
 
 
 def test_tensorflow_without_gpu_says_what_to_install(bench_cfg, monkeypatch):
@@ -98,7 +98,7 @@ def test_tensorflow_without_gpu_says_what_to_install(bench_cfg, monkeypatch):
     import harness.protocol as protocol
     monkeypatch.setattr(protocol, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
     rec = run(bench_cfg(**{"backend.name": "tensorflow"}), quiet=True)
-    assert rec["status"] == "FAILED" and "tensorflow[and-cuda]" in rec["error"]
+    assert rec.status == "FAILED" and "tensorflow[and-cuda]" in rec.error
 
 
 @pytest.fixture(scope="module")
@@ -120,5 +120,5 @@ def test_onnx_imported_model_on_framework_backends(bench_cfg, googlenet_onnx, ba
     pytest.importorskip(module)
     rec = run(bench_cfg(**{"model.name": "onnx", "model.params": {"path": googlenet_onnx}, "backend.name": backend}),
               quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["metrics"]["max_rel_error"] < 1e-4
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4

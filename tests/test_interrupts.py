@@ -102,8 +102,8 @@ def test_ios_store_follows_the_results_dir(bench_cfg, tmp_path):
 
     rec = run(bench_cfg(**{"backend.name": "ios", "backend.cost_model": "analytic", "backend.progress": False}),
               quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert Path(rec["params"]["schedule_path"]).is_relative_to(tmp_path / "results" / "schedules")
+    assert rec.status == "FINISHED", rec.error
+    assert Path(rec.params["schedule_path"]).is_relative_to(tmp_path / "results" / "schedules")
 
 
 def test_upload_hint_names_a_custom_results_dir(tmp_path):

@@ -18,12 +18,12 @@ def test_notes_say_why_and_warn():
 
 def test_a_time_capped_run_says_so(bench_cfg):
     rec = harness.run(bench_cfg(**{"runner.ci_rel_target": 0.0, "runner.max_time_s": 0.3}), quiet=True)
-    assert rec["status"] == "FINISHED"
-    assert rec["tags"]["stop_reason"] == "time" and rec["metrics"]["ci_target_met"] == 0.0
-    assert "| stopped: runner.max_time_s was reached before the CI target" in rec["summary"]
-    assert rec["notes"][0].startswith("stopped: ")
+    assert rec.status == "FINISHED"
+    assert rec.tags["stop_reason"] == "time" and rec.metrics["ci_target_met"] == 0.0
+    assert "| stopped: runner.max_time_s was reached before the CI target" in rec.summary
+    assert rec.notes[0].startswith("stopped: ")
     met = harness.run(bench_cfg(**{"runner.ci_rel_target": 1.0, "runner.min_iters": 16}), quiet=True)
-    assert met["tags"]["stop_reason"] == "ci" and met["metrics"]["ci_target_met"] == 1.0
+    assert met.tags["stop_reason"] == "ci" and met.metrics["ci_target_met"] == 1.0
 
 
 def test_python_api_composes_like_the_cli(tmp_path):
@@ -34,8 +34,8 @@ def test_python_api_composes_like_the_cli(tmp_path):
 
     rec = harness.run(overrides=["model=sample", "runner=quick", "device=cpu", "tracking=off",
                                  "+model.params.channels=8", f"tracking.results_dir={tmp_path}"], quiet=True)
-    assert rec["status"] == "FINISHED" and rec["config"]["runner"]["max_time_s"] == 1.0  # conf/runner/quick.yaml
-    assert rec["config"]["model"]["params"] == {"channels": 8}
+    assert rec.status == "FINISHED" and rec.config["runner"]["max_time_s"] == 1.0  # conf/runner/quick.yaml
+    assert rec.config["model"]["params"] == {"channels": 8}
     with pytest.raises(ConfigError, match=r"^Could not find 'model/nope'; choose one of: inception_v3, "):
         harness.run(overrides=["model=nope"])
     with pytest.raises(ConfigError, match="either a config or overrides"):
@@ -70,9 +70,9 @@ def test_percentiles_are_configurable_and_never_silently_absent(bench_cfg):
     assert (min_samples(90), min_samples(95), min_samples(99), min_samples(80)) == (64, 128, 662, 33)
     rec = harness.run(bench_cfg(**{"runner.percentiles": [50.0, 99.0], "runner.min_iters": 20,
                                     "runner.max_time_s": 60.0}), quiet=True)  # stops at 20 (CI target 100%)
-    assert rec["metrics"]["samples"] >= 20, rec["metrics"]
-    assert "latency_p50_ms" in rec["metrics"] and "latency_p99_ms" not in rec["metrics"]
-    assert any(n.startswith("tails left out (") and n.endswith(" samples): p99 needs 662") for n in rec["notes"])
+    assert rec.metrics["samples"] >= 20, rec.metrics
+    assert "latency_p50_ms" in rec.metrics and "latency_p99_ms" not in rec.metrics
+    assert any(n.startswith("tails left out (") and n.endswith(" samples): p99 needs 662") for n in rec.notes)
     with pytest.raises(ConfigError, match="runner.percentiles: 100.0 is not a percentile"):
         harness.run(bench_cfg(**{"runner.percentiles": [100.0]}), quiet=True)
 
@@ -84,8 +84,8 @@ def test_transfers_can_be_included_in_the_timed_region(bench_cfg):
         Counting.calls.update(load=0, infer=0, to_numpy=0)
         rec = harness.run(bench_cfg(**{"backend.name": "test_counting", "runner.include_transfers": include}),
                           quiet=True)
-        assert rec["status"] == "FINISHED" and rec["config"]["runner"]["include_transfers"] is include
-        timed = rec["metrics"]["samples"]
+        assert rec.status == "FINISHED" and rec.config["runner"]["include_transfers"] is include
+        timed = rec.metrics["samples"]
         extra = Counting.calls["infer"] - timed  # the first call, warmup
         if include:  # every warmup and timed iteration copied the input in and the output out
             assert Counting.calls["load"] == 1 + extra + timed - 1 and Counting.calls["to_numpy"] >= timed

@@ -29,12 +29,12 @@ def test_rows_work_and_critical_path():
 
 def test_profile_ops_run_writes_the_table(bench_cfg):
     rec = harness.run(bench_cfg(**{"runner.profile_ops": True}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    rows = from_csv(rec["artifacts"]["op_profile.csv"])
+    assert rec.status == "FINISHED", rec.error
+    rows = from_csv(rec.artifacts["op_profile.csv"])
     assert [r["node"] for r in rows] == ["1", "2", "3", "4", "5"] and all(float(r["latency_ms"]) > 0 for r in rows)
-    assert rec["metrics"]["op_profile_nodes"] == 5.0
-    assert 0 < rec["metrics"]["op_profile_critical_path_ms"] <= rec["metrics"]["op_profile_sum_ms"]
-    assert rec["artifacts"]["op_profile.md"].startswith("# per-operator profile: sample, batch 1, fp32, cpu")
+    assert rec.metrics["op_profile_nodes"] == 5.0
+    assert 0 < rec.metrics["op_profile_critical_path_ms"] <= rec.metrics["op_profile_sum_ms"]
+    assert rec.artifacts["op_profile.md"].startswith("# per-operator profile: sample, batch 1, fp32, cpu")
 
 
 def test_report_puts_two_profiles_side_by_side():

@@ -52,49 +52,49 @@ def test_list_backends_says_ready_only_when_a_run_could_start(monkeypatch):
 @pytest.mark.parametrize("mode", ["eager", "compile"])
 def test_pytorch_end_to_end(bench_cfg, mode):
     rec = harness.run(bench_cfg(**{"backend.mode": mode}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    m = rec["metrics"]
+    assert rec.status == "FINISHED", rec.error
+    m = rec.metrics
     assert m["max_rel_error"] < 1e-5
     assert m["samples"] >= 5 and m["latency_median_ms"] > 0
     assert m["latency_min_ms"] <= m["latency_median_ms"] <= m["latency_max_ms"]
-    assert rec["summary"].startswith("Model: sample       | Optimization: " +
+    assert rec.summary.startswith("Model: sample       | Optimization: " +
                                      ("PyTorch " if mode == "eager" else "TorchCompile "))
-    assert rec["tags"]["device"] == "cpu" and rec["tags"]["git_commit"]
-    saved = json.loads(next((Path(rec["config"]["tracking"]["results_dir"]) / "records").glob("*.json"))
+    assert rec.tags["device"] == "cpu" and rec.tags["git_commit"]
+    saved = json.loads(next((Path(rec.config["tracking"]["results_dir"]) / "records").glob("*.json"))
                        .read_text())
-    assert saved["run_id"] == rec["run_id"] and len(saved["latencies_ms"]) == m["samples"]
+    assert saved["run_id"] == rec.run_id and len(saved["latencies_ms"]) == m["samples"]
 
 
 @pytest.mark.parametrize("precision,tol", [("fp32", 1e-5), ("bf16", 8e-2)])
 def test_pytorch_precisions_and_channels_last(bench_cfg, precision, tol):
     rec = harness.run(bench_cfg(precision=precision, **{"backend.channels_last": True}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["metrics"]["max_rel_error"] < tol
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < tol
 
 
 def test_cudagraph_mode_needs_cuda(bench_cfg):
     rec = harness.run(bench_cfg(**{"backend.mode": "cudagraph"}), quiet=True)
-    assert rec["status"] == "FAILED"
-    assert "mode=cudagraph needs device=cuda" in rec["error"]
+    assert rec.status == "FAILED"
+    assert "mode=cudagraph needs device=cuda" in rec.error
 
 
 def test_null_backend_measures_overhead(bench_cfg):
     rec = harness.run(bench_cfg(**{"backend.name": "null"}), quiet=True)
-    assert rec["status"] == "FINISHED"
-    assert rec["metrics"]["latency_median_ms"] < 1.0
+    assert rec.status == "FINISHED"
+    assert rec.metrics["latency_median_ms"] < 1.0
 
 
 def test_wrong_output_fails_the_run(bench_cfg):
     rec = harness.run(bench_cfg(**{"backend.name": "test_wrong"}), quiet=True)
-    assert rec["status"] == "FAILED"
-    assert "output mismatch: relative error" in rec["error"] and "fp32 tolerance 0.0001" in rec["error"]
+    assert rec.status == "FAILED"
+    assert "output mismatch: relative error" in rec.error and "fp32 tolerance 0.0001" in rec.error
 
 
 def test_missing_dependency_names_the_extra(bench_cfg):
     rec = harness.run(bench_cfg(**{"backend.name": "test_missing"}), quiet=True)
-    assert rec["status"] == "FAILED"
+    assert rec.status == "FAILED"
     assert "backend 'test_missing' needs surely_not_a_module_xyz, which is not installed: " \
-           "pip install -e '.[tvm]'" in rec["error"]
+           "pip install -e '.[tvm]'" in rec.error
 
 
 def test_no_gpu_is_refused_before_any_work(bench_cfg, tmp_path):
@@ -116,13 +116,13 @@ def test_no_gpu_is_refused_before_any_work(bench_cfg, tmp_path):
 def test_isolation(bench_cfg, backend, message):
     cfg = bench_cfg(**{"backend.name": backend, "runner.isolate": True, "runner.timeout_s": 8})
     rec = harness.run(cfg, quiet=True)
-    assert rec["status"] == "FAILED"
-    assert message in rec["error"]
+    assert rec.status == "FAILED"
+    assert message in rec.error
 
 
 def test_isolated_success_returns_metrics(bench_cfg):
     rec = harness.run(bench_cfg(**{"runner.isolate": True}), quiet=True)
-    assert rec["status"] == "FINISHED" and rec["metrics"]["samples"] >= 5
+    assert rec.status == "FINISHED" and rec.metrics["samples"] >= 5
 
 
 @pytest.mark.parametrize("args,rc,message", [

@@ -55,23 +55,23 @@ def test_a_job_is_reused_only_with_the_same_code_and_device(bench_cfg, tmp_path,
     sweep = {"sweep_id": "s1", "sweep_name": "sweep t", "started": "t0"}
     first = harness.run(bench_cfg(), sweep=sweep)
     again = harness.run(bench_cfg(), sweep=sweep)
-    assert again["run_id"] == first["run_id"] and again["skipped"]
+    assert again.run_id == first.run_id and again.skipped
     assert "skipped: sample PyTorch bs1 fp32 cpu finished earlier in this sweep" in capsys.readouterr().out
     forced = harness.run(bench_cfg(**{"sweep.rerun": True}), sweep=sweep, quiet=True)
-    assert forced["run_id"] != first["run_id"]
+    assert forced.run_id != first.run_id
     monkeypatch.setattr(sweeps, "code_version", lambda: "other+commit")
-    assert harness.run(bench_cfg(), sweep=sweep, quiet=True)["run_id"] != forced["run_id"]
+    assert harness.run(bench_cfg(), sweep=sweep, quiet=True).run_id != forced.run_id
     monkeypatch.undo()
     monkeypatch.setattr(sweeps, "current_device", lambda plain: "cpu:another cpu")
-    assert not harness.run(bench_cfg(), sweep=sweep, quiet=True).get("skipped")
+    assert not harness.run(bench_cfg(), sweep=sweep, quiet=True).skipped
 
 
 def test_a_failed_job_is_measured_again(bench_cfg, tmp_path):
     sweep = {"sweep_id": "s2", "sweep_name": "sweep t"}
     failed = harness.run(bench_cfg(**{"backend.name": "test_raise"}), sweep=sweep, quiet=True)
-    assert failed["status"] == "FAILED"
+    assert failed.status == "FAILED"
     again = harness.run(bench_cfg(**{"backend.name": "test_raise"}), sweep=sweep, quiet=True)
-    assert again["run_id"] != failed["run_id"]
+    assert again.run_id != failed.run_id
 
 
 def test_table_shows_varying_overrides_and_speedup():
@@ -170,11 +170,11 @@ def test_a_reused_job_whose_record_was_never_delivered_is_delivered(bench_cfg, t
     assert len(pending_records(tmp_path / "results")) == 1
     monkeypatch.undo()
     again = harness.run(cfg, sweep=sweep, quiet=True)
-    assert again["run_id"] == first["run_id"] and again["skipped"]
+    assert again.run_id == first.run_id and again.skipped
     assert pending_records(tmp_path / "results") == []
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}")
     found = client.search_runs([client.get_experiment_by_name("harness").experiment_id],
-                               f"tags.`harness.record_id` = '{first['run_id']}'")
+                               f"tags.`harness.record_id` = '{first.run_id}'")
     assert len(found) == 1 and found[0].info.status == "FINISHED"
 
 
@@ -195,7 +195,7 @@ def test_resume_with_isolation_off_and_a_live_sweep_is_refused(bench_cfg, tmp_pa
     sweep = {"sweep_id": "s4", "sweep_name": "sweep t"}
     cfg = bench_cfg(**{"backend.name": "ios", "backend.progress": False, "backend.cost_model": "analytic"})
     first = harness.run(cfg, sweep=sweep, quiet=True)  # isolate=false: measure must not change the config
-    assert harness.run(cfg, sweep=sweep, quiet=True)["run_id"] == first["run_id"]
+    assert harness.run(cfg, sweep=sweep, quiet=True).run_id == first.run_id
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         info = {"sweep_id": "live1", "sweep_name": "sweep l"}

@@ -26,11 +26,11 @@ def test_gpu_kernels_and_cpu_threads():
 
 def test_a_traced_run_keeps_the_trace_and_the_plot(bench_cfg):
     rec = harness.run(bench_cfg(**{"runner.trace": True}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    trace = json.loads(rec["artifacts"]["trace.json"])
+    assert rec.status == "FINISHED", rec.error
+    trace = json.loads(rec.artifacts["trace.json"])
     assert any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
-    assert rec["metrics"]["trace_units"] >= 1 and rec["metrics"]["trace_max_in_flight"] >= 1
-    assert "<svg" in rec["artifacts"]["in_flight.svg"]
+    assert rec.metrics["trace_units"] >= 1 and rec.metrics["trace_max_in_flight"] >= 1
+    assert "<svg" in rec.artifacts["in_flight.svg"]
 
 
 def test_stream_timeline_names_units_on_hover():

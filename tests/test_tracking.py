@@ -27,13 +27,13 @@ def test_flatten_dotted():
 
 def test_local_store_gets_params_metrics_tags_artifacts(bench_cfg, tmp_path):
     rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
-    assert rec["status"] == "FINISHED" and rec["mlflow_run_id"]
+    assert rec.status == "FINISHED" and rec.mlflow_run_id
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path}/results/mlflow.db")
-    run = client.get_run(rec["mlflow_run_id"])
+    run = client.get_run(rec.mlflow_run_id)
     assert run.data.params["model.name"] == "sample" and run.data.params["backend.mode"] == "eager"
-    assert run.data.metrics["latency_median_ms"] == pytest.approx(rec["metrics"]["latency_median_ms"])
+    assert run.data.metrics["latency_median_ms"] == pytest.approx(rec.metrics["latency_median_ms"])
     assert "optimization_cost_s" in run.data.metrics and "run/max_rel_error" in run.data.metrics
-    assert run.data.metrics["latency/latency_mean_ms"] == pytest.approx(rec["metrics"]["latency_mean_ms"])
+    assert run.data.metrics["latency/latency_mean_ms"] == pytest.approx(rec.metrics["latency_mean_ms"])
     ungrouped = {k for k in run.data.metrics if "/" not in k}  # the few that a reader compares come first
     assert ungrouped <= set(tracking.KEY_METRICS) and {"latency_median_ms", "throughput_ips"} <= ungrouped
     assert run.data.tags["device"] == "cpu" and "git_commit" in run.data.tags and "torch" in run.data.tags
@@ -42,9 +42,9 @@ def test_local_store_gets_params_metrics_tags_artifacts(bench_cfg, tmp_path):
     assert not pending_records(tmp_path / "results")
     # reads at a glance: the variant in the name, real times, the summary line as the description
     assert run.info.run_name == "sample PyTorch bs1 fp32 cpu"
-    created, ended = (datetime.fromisoformat(rec[k]).timestamp() * 1000 for k in ("created", "ended"))
+    created, ended = (datetime.fromisoformat(t).timestamp() * 1000 for t in (rec.created, rec.ended))
     assert run.info.start_time == int(created) and run.info.end_time == int(ended) and ended > created
-    assert run.data.tags["mlflow.note.content"] == rec["summary"]
+    assert run.data.tags["mlflow.note.content"] == rec.summary
     assert run.data.tags["mlflow.source.name"] == "python -m harness" and run.data.tags["mlflow.user"]
     assert [e.name for e in client.search_experiments()] == ["harness"]  # no empty "Default"
 
@@ -54,11 +54,11 @@ def test_server_down_keeps_record_then_upload(bench_cfg, tmp_path):
     cfg = bench_cfg(**{"tracking.enabled": True, "tracking.uri": f"http://127.0.0.1:{port}"})
     with pytest.warns(UserWarning, match="could not log to MLflow"):
         rec = harness.run(cfg, quiet=True)
-    assert rec["status"] == "FINISHED"
+    assert rec.status == "FINISHED"
     pending = pending_records(tmp_path / "results")
-    assert [p.stem for p in pending] == [rec["run_id"]]
+    assert [p.stem for p in pending] == [rec.run_id]
     saved = json.loads(pending[0].read_text())
-    assert saved["metrics"]["latency_median_ms"] == rec["metrics"]["latency_median_ms"]
+    assert saved["metrics"]["latency_median_ms"] == rec.metrics["latency_median_ms"]
     # later, from a machine that reaches a store: upload to a local sqlite store
     uri = f"sqlite:///{tmp_path}/later.db"
     res = subprocess.run([sys.executable, "-m", "harness.upload", "--results-dir", str(tmp_path / "results"),
@@ -68,7 +68,7 @@ def test_server_down_keeps_record_then_upload(bench_cfg, tmp_path):
     assert not pending_records(tmp_path / "results")
     client = mlflow.tracking.MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
-    assert len(runs) == 1 and runs[0].data.tags["harness.record_id"] == rec["run_id"]
+    assert len(runs) == 1 and runs[0].data.tags["harness.record_id"] == rec.run_id
 
 
 def test_records_copied_home_go_to_the_store_beside_them(bench_cfg, tmp_path, monkeypatch):
@@ -79,7 +79,7 @@ def test_records_copied_home_go_to_the_store_beside_them(bench_cfg, tmp_path, mo
         rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
     home = tmp_path / "home"
     shutil.copytree(tmp_path / "results" / "records", home / "records")
-    old = home / "records" / "pending" / f"{rec['run_id']}.json"  # as records before this release had it
+    old = home / "records" / "pending" / f"{rec.run_id}.json"  # as records before this release had it
     saved = json.loads(old.read_text())
     saved["tracking"]["uri"] = tracking.default_uri(tmp_path / "results")
     old.write_text(json.dumps(saved))
@@ -87,7 +87,7 @@ def test_records_copied_home_go_to_the_store_beside_them(bench_cfg, tmp_path, mo
     assert harness.upload.main(["--results-dir", str(home)]) == 0
     client = mlflow.tracking.MlflowClient(tracking.default_uri(home))
     (run,) = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
-    assert run.data.tags["harness.record_id"] == rec["run_id"]
+    assert run.data.tags["harness.record_id"] == rec.run_id
     assert not (tmp_path / "results" / "mlflow.db").exists()
 
 
@@ -103,7 +103,7 @@ def test_without_mlflow_the_run_completes(bench_cfg, tmp_path, monkeypatch):
     monkeypatch.setattr(tracking, "mlflow_available", lambda: False)
     with pytest.warns(UserWarning, match="MLflow is not installed"):
         rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
-    assert rec["status"] == "FINISHED"
+    assert rec.status == "FINISHED"
     assert len(pending_records(tmp_path / "results")) == 1
 
 
@@ -127,11 +127,11 @@ def test_delivering_a_record_twice_keeps_one_run(bench_cfg, tmp_path):
 
     rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
     uri = default_uri(tmp_path / "results")
-    again = Tracker(uri, rec["tracking"]["experiment"]).log(rec)  # a retry after a half-done upload
-    assert again == rec["mlflow_run_id"]
+    again = Tracker(uri, rec.tracking["experiment"]).log(rec)  # a retry after a half-done upload
+    assert again == rec.mlflow_run_id
     client = mlflow.tracking.MlflowClient(uri)
-    exp = client.get_experiment_by_name(rec["tracking"]["experiment"])
-    runs = client.search_runs([exp.experiment_id], f"tags.`harness.record_id` = '{rec['run_id']}'")
+    exp = client.get_experiment_by_name(rec.tracking["experiment"])
+    runs = client.search_runs([exp.experiment_id], f"tags.`harness.record_id` = '{rec.run_id}'")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
 
 

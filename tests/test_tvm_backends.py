@@ -27,26 +27,26 @@ def small(bench_cfg, model="sample", **over):
 @pytest.mark.parametrize("model", ZOO)
 def test_tvm_is_exact_on_the_zoo(bench_cfg, model):
     rec = run(small(bench_cfg, model, **{"backend.name": "tvm"}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["metrics"]["max_rel_error"] < 1e-4
-    assert rec["params"]["tvm_target_kind"] == "llvm"
-    assert rec["params"]["tvm_math"] == "float32"
-    assert rec["tags"]["lib_tvm"] == tvm.__version__
-    assert rec["metrics"]["tvm_compile_s"] > 0
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4
+    assert rec.params["tvm_target_kind"] == "llvm"
+    assert rec.params["tvm_math"] == "float32"
+    assert rec.tags["lib_tvm"] == tvm.__version__
+    assert rec.metrics["tvm_compile_s"] > 0
 
 
 def test_tvm_fp16(bench_cfg):
     rec = run(small(bench_cfg, **{"backend.name": "tvm", "precision": "fp16"}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["params"]["tvm_math"] == "float16"
-    assert 0 < rec["metrics"]["max_rel_error"] < 1e-2  # fp16 math really happened, within tolerance
+    assert rec.status == "FINISHED", rec.error
+    assert rec.params["tvm_math"] == "float16"
+    assert 0 < rec.metrics["max_rel_error"] < 1e-2  # fp16 math really happened, within tolerance
 
 
 @pytest.mark.slow
 def test_tvm_full_size_end_to_end(bench_cfg):
     rec = run(bench_cfg(**{"model.name": "inception_v3", "model.params": {}, "backend.name": "tvm"}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["metrics"]["max_rel_error"] < 1e-4
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4
 
 
 @pytest.mark.parametrize("model", ZOO)
@@ -79,26 +79,26 @@ def test_tvm_cudnn_without_cudnn_names_the_build_flag():
 
 def test_tvm_cudnn_is_gpu_only(bench_cfg):
     rec = run(small(bench_cfg, **{"backend.name": "tvm_cudnn"}), quiet=True)
-    assert rec["status"] == "FAILED" and "does not run on cpu" in rec["error"]
+    assert rec.status == "FAILED" and "does not run on cpu" in rec.error
 
 
 def test_autotvm_tunes_then_reuses_its_database(bench_cfg, tmp_path):
     over = {"backend.name": "autotvm", "backend.trials": 6, "backend.tuner": "replay-trace",
             "backend.store": str(tmp_path / "store"), "backend.progress": False}
     first = run(small(bench_cfg, **over), quiet=True)
-    assert first["status"] == "FINISHED", first.get("error")
-    m = first["metrics"]
+    assert first.status == "FINISHED", first.error
+    m = first.metrics
     assert m["max_rel_error"] < 1e-4
     assert m["tune_trials_run"] == 6 and m["tune_reused"] == 0 and m["tune_tasks"] >= 2
     assert m["tune_built"] >= 6 and m["tune_measured"] >= 1 and m["tune_build_s"] > 0 and m["tune_measure_s"] > 0
     assert m["tune_records"] >= 1
     db = tmp_path / "store" / "tvm_tuning"
     assert len(list(db.rglob("database_tuning_record.json"))) == 1
-    assert first["params"]["tvm_database"].startswith(str(db))
+    assert first.params["tvm_database"].startswith(str(db))
 
     second = run(small(bench_cfg, **{**over, "backend.trials": int(m["tune_records"])}), quiet=True)
-    assert second["status"] == "FINISHED", second.get("error")
-    m2 = second["metrics"]
+    assert second.status == "FINISHED", second.error
+    m2 = second.metrics
     assert m2["tune_reused"] == 1 and m2["tune_trials_run"] == 0 and m2["tune_measured"] == 0
     assert m2["tune_records_before"] == m["tune_records"]
     assert m2["max_rel_error"] < 1e-4
@@ -108,9 +108,9 @@ def test_autotvm_default_tuner_evolutionary_xgboost(bench_cfg, tmp_path):
     over = {"backend.name": "autotvm", "backend.trials": 4, "backend.trials_per_iter": 4,
             "backend.database": str(tmp_path / "db"), "backend.progress": False}
     rec = run(small(bench_cfg, **over), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["params"]["tvm_tuner"] == "evolutionary-xgb", rec.get("error")
-    assert rec["metrics"]["tune_measured"] >= 1 and rec["metrics"]["max_rel_error"] < 1e-4
+    assert rec.status == "FINISHED", rec.error
+    assert rec.params["tvm_tuner"] == "evolutionary-xgb", rec.error
+    assert rec.metrics["tune_measured"] >= 1 and rec.metrics["max_rel_error"] < 1e-4
     assert (tmp_path / "db" / "database_workload.json").exists()
 
 
@@ -128,7 +128,7 @@ def test_autotvm_config_errors(bench_cfg, over, message):
 
 def test_tvm_refuses_bf16(bench_cfg):
     rec = run(small(bench_cfg, **{"backend.name": "tvm", "precision": "bf16"}), quiet=True)
-    assert rec["status"] == "FAILED" and "precision=bf16 is not supported" in rec["error"]
+    assert rec.status == "FAILED" and "precision=bf16 is not supported" in rec.error
 
 
 def test_tuning_phases_are_separate_objects():
@@ -164,9 +164,9 @@ def test_autotvm_full_size_end_to_end(bench_cfg, tmp_path):
     rec = run(bench_cfg(**{"model.name": "inception_v3", "model.params": {}, "backend.name": "autotvm",
                            "backend.trials": 2, "backend.tuner": "replay-trace", "backend.progress": False,
                            "backend.database": str(tmp_path / "db")}), quiet=True)
-    assert rec["status"] == "FINISHED", rec.get("error")
-    assert rec["metrics"]["max_rel_error"] < 1e-4
-    assert rec["metrics"]["tune_tasks"] >= 30 and rec["metrics"]["tune_measured"] >= 1
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4
+    assert rec.metrics["tune_tasks"] >= 30 and rec.metrics["tune_measured"] >= 1
 
 
 def test_cuda_compiler_choice(monkeypatch):

@@ -18,6 +18,7 @@ tensors of the right shapes, weights are the graph's (or random, for a merged co
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import cast
@@ -46,10 +47,14 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
 
 
 class TimingConfig:
-    """How work is timed: copies per capture, replays, warmup replays, cold L2."""
+    """How work is timed: copies per capture, replays, warmup replays, cold L2, and ``guard``:
+    a context entered around each timing (a launcher's device lease: no other job times on the
+    device meanwhile)."""
 
-    def __init__(self, warmup: int = 2, number: int = 5, repeat: int = 3, cold: bool = True):
+    def __init__(self, warmup: int = 2, number: int = 5, repeat: int = 3, cold: bool = True,
+                 guard: Callable[[], contextlib.AbstractContextManager[object]] | None = None):
         self.warmup, self.number, self.repeat, self.cold = warmup, number, repeat, cold
+        self.guard = guard or contextlib.nullcontext
 
 
 Work = tuple[Callable[[], object], list[torch.Tensor]]  # (enqueue it on the current stream, inputs to touch)
@@ -65,7 +70,7 @@ def time_works(target: TorchTarget, works: list[Work], captured: bool, tc: Timin
     """Median milliseconds of each work. Captured, all of them go into one CUDA graph
     (each copy of each work behind its own flush and between its own events), so a batch
     of stages costs one capture, one instantiation and ``warmup + repeat`` replays."""
-    with torch.inference_mode():  # the flush buffer and the inputs are inference tensors
+    with tc.guard(), torch.inference_mode():  # the flush buffer and the inputs are inference tensors
         if target.device.type == "cuda" and captured:
             return _time_captured(target, works, tc)
         return [_time_eager(target, run, tc) for run, _ in works]
@@ -134,12 +139,13 @@ def _time_captured(target: TorchTarget, works: list[Work], tc: TimingConfig) -> 
 
 class StageTimer:
     def __init__(self, target: TorchTarget, batch: int, mode: str = "edges", captured: bool = True,
-                 warmup: int = 2, number: int = 5, repeat: int = 3, fuse: bool = True, cold: bool = True):
+                 warmup: int = 2, number: int = 5, repeat: int = 3, fuse: bool = True, cold: bool = True,
+                 guard: Callable[[], contextlib.AbstractContextManager[object]] | None = None):
         self.target, self.batch = target, batch
         self.cuda = target.device.type == "cuda"
         self.mode = mode if self.cuda else "threads"
         self.captured = captured and self.cuda
-        self.timing = TimingConfig(warmup, number, repeat, cold and self.cuda)
+        self.timing = TimingConfig(warmup, number, repeat, cold and self.cuda, guard)
         self.fuse = fuse and self.cuda
         self.params: dict[str, list[tuple[torch.Tensor, torch.Tensor | None]]] = {}
         self.inputs: dict[tuple, torch.Tensor] = {}

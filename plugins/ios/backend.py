@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared, slug, store_dir
+from harness.leases import exclusive
 from ios_core.cost import AnalyticCostModel, CalibratedCostModel, CostCache, MeasuredCostModel, bounds
 from ios_core.inputs import seeded_input
 from ios_core.ir import Graph
@@ -63,7 +64,7 @@ class IosBackend(Backend[IosConfig]):
             return analytic, None, None
         mode, captured = RUNTIMES[cfg.runtime]
         timer = StageTimer(target, batch, mode, captured, cfg.warmup, cfg.number, cfg.repeat,
-                           cfg.fuse, cfg.cold)
+                           cfg.fuse, cfg.cold, guard=exclusive)
         import torch
 
         context = ("v2", device_name, torch.__version__, torch.backends.cudnn.version(), batch, precision,
@@ -101,7 +102,7 @@ class IosBackend(Backend[IosConfig]):
             mode, captured = RUNTIMES[cfg.runtime]
             # candidates are timed like stages, with one more warmup replay and two more replays
             timing = TimingConfig(cfg.warmup + 1, cfg.number, cfg.repeat + 2,
-                                  cfg.cold and target.device.type == "cuda")
+                                  cfg.cold and target.device.type == "cuda", guard=exclusive)
             measure_part = PartTimer(work.graph, target, work.batch, mode, captured, timing, fuse=cfg.fuse,
                                      follow_chains=cfg.streams == "chains")
         try:

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.leases import exclusive
+
 from .config import TUNERS
 
 
@@ -104,21 +106,69 @@ def _runner_class():
 
             t = time.perf_counter()
             futures = []
-            for item in runner_inputs:
-                try:
-                    mod = tvm.runtime.load_module(str(item.artifact_path))
-                    dev = tvm.runtime.device(str(item.device_type), 0)
-                    args = default_alloc_argument(dev, [a.as_json() for a in item.args_info], 1)
-                    costs = default_run_evaluator(mod, dev, self.evaluator_config, args)
-                    futures.append(LocalRunnerFuture(res=[float(c) for c in costs]))
-                except Exception as err:
-                    self.phases.measure_errors += 1
-                    futures.append(LocalRunnerFuture(error_message=f"InProcessRunner: {type(err).__name__}: {err}"))
+            with exclusive():  # under the load-aware launcher: no other job measures on the device meanwhile
+                for item in runner_inputs:
+                    try:
+                        mod = tvm.runtime.load_module(str(item.artifact_path))
+                        dev = tvm.runtime.device(str(item.device_type), 0)
+                        args = default_alloc_argument(dev, [a.as_json() for a in item.args_info], 1)
+                        costs = default_run_evaluator(mod, dev, self.evaluator_config, args)
+                        futures.append(LocalRunnerFuture(res=[float(c) for c in costs]))
+                    except Exception as err:
+                        self.phases.measure_errors += 1
+                        futures.append(LocalRunnerFuture(
+                            error_message=f"InProcessRunner: {type(err).__name__}: {err}"))
             self.phases.measured += len(runner_inputs)
             self.phases.measure_s += time.perf_counter() - t
             return futures
 
     return InProcessRunner
+
+
+def _counting_runner_class():
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture
+
+    @derived_object
+    class CountedFuture(PyRunnerFuture):
+        def __init__(self, future, count):
+            super().__init__()
+            self.future, self.count = future, count
+
+        def done(self) -> bool:
+            return self.future.done()
+
+        def result(self):
+            result = self.future.result()
+            if self.count is not None:
+                self.count(result)
+                self.count = None
+            return result
+
+    @derived_object
+    class CountingRunner(PyRunner):
+        """A stock runner (``local``, ``rpc``) whose results are counted in :class:`PhaseTimes`
+        as the tuner collects them. RPC stays asynchronous (the next task is searched and built
+        while a batch is measured remotely), so its ``measure_s`` runs from sending a batch to
+        collecting its last result and may overlap ``build_s``."""
+
+        def __init__(self, runner, phases: PhaseTimes):
+            super().__init__()
+            self.runner, self.phases = runner, phases
+
+        def run(self, runner_inputs):
+            t, pending = time.perf_counter(), [len(runner_inputs)]
+
+            def count(result) -> None:
+                self.phases.measured += 1
+                self.phases.measure_errors += result.error_msg is not None
+                pending[0] -= 1
+                if not pending[0]:
+                    self.phases.measure_s += time.perf_counter() - t
+
+            return [CountedFuture(future, count) for future in self.runner.run(runner_inputs)]
+
+    return CountingRunner
 
 
 def make_builder(workdir: str, phases: PhaseTimes, threads: int = 0, progress=None):
@@ -225,6 +275,8 @@ def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb",
     builder = make_builder(scratch, phases, build_threads, progress)
     try:
         runner = runner or make_runner("inprocess", phases)
+        if isinstance(runner, ms.runner.LocalRunner | ms.runner.RPCRunner):  # their work counted too
+            runner = _counting_runner_class()(runner, phases)
         _quiet_console()
         with cuda_compile_mode(cuda_compiler):
             tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,

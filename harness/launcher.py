@@ -1,0 +1,136 @@
+"""The load-aware launcher's work (``hydra/launcher=loadaware``): the jobs of a sweep run at
+once in worker processes, each bound to a device, with CPU phases overlapping and exclusive
+phases (see :mod:`harness.leases`) taking turns per device. The Hydra plugin class in
+``hydra_plugins/harness_loadaware`` is a thin shell around :func:`launch`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing as mp
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import leases
+
+log = logging.getLogger(__name__)
+SUMMARY_FILE = "launcher.json"  # in Hydra's sweep dir: makespan and device use, read by the sweep callback
+
+
+@dataclass
+class LoadAwareLauncherConf:
+    """``hydra.launcher.*`` of the load-aware launcher."""
+
+    _target_: str = "hydra_plugins.harness_loadaware.loadaware_launcher.LoadAwareLauncher"
+    devices: int = 0  # devices to share out; 0: the CUDA GPUs visible here, or 1 (the CPU) without one
+    cpu_workers: int = 0  # jobs in a CPU phase at once; 0: the cores here, at least 1
+    jobs: int = 0  # jobs in flight at once; 0: cpu_workers + devices
+
+
+def resolve(devices: int, cpu_workers: int, jobs: int) -> tuple[int, int, int]:
+    """The settings with their automatic values filled in."""
+    if devices <= 0:
+        try:
+            import torch
+
+            devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        except ImportError:
+            devices = 0
+        devices = max(devices, 1)
+    if cpu_workers <= 0:
+        cpu_workers = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    return devices, cpu_workers, jobs if jobs > 0 else cpu_workers + devices
+
+
+def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleton_state: Any, job: str,
+             env: dict[str, str]) -> Any:
+    """One job in a worker process: bind a device, run it as Hydra's basic launcher would,
+    and always give back what it held (a job that fails or crashes releases its device)."""
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import run_job, setup_globals
+    from omegaconf import open_dict
+
+    Singleton.set_state(singleton_state)
+    setup_globals()  # Hydra's resolvers (${now:...}, ...), left out of the state: closures do not pickle
+    os.environ.update(env)
+    broker = leases._client()
+    assert broker is not None
+    try:
+        device = broker.start(job)
+        with open_dict(sweep_config):
+            if int(env.get("HARNESS_LEASE_DEVICES", "1")) > 1:  # one CUDA device per job
+                sweep_config.device.index = device
+        return run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
+                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    finally:
+        broker.finish(job)
+
+
+def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+    """Run the jobs at once under a lease broker; write the makespan and device use."""
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import configure_log, filter_overrides, setup_globals
+    from omegaconf import open_dict
+
+    setup_globals()
+    config, context = launcher.config, launcher.hydra_context
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    devices, cpu_workers, jobs = resolve(int(launcher.devices), int(launcher.cpu_workers), int(launcher.jobs))
+    broker, server, address = leases.serve(devices, cpu_workers)
+    log.info(f"Launching {len(job_overrides)} jobs load-aware: {jobs} at once, {cpu_workers} CPU worker(s), "
+             f"{devices} device(s) measured by one job at a time")
+    configs = []
+    for i, overrides in enumerate(job_overrides):
+        idx = initial_job_idx + i
+        log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+        cfg = context.config_loader.load_sweep_config(config, list(overrides))
+        with open_dict(cfg):
+            cfg.hydra.job.id = idx
+            cfg.hydra.job.num = idx
+        configs.append((idx, cfg))
+    state = {**Singleton.get_state(), "omegaconf_resolvers": {}}
+    env = {leases.ENV_ADDRESS: address, "HARNESS_LEASE_DEVICES": str(devices)}
+    results: list[Any] = []
+    try:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn")) as pool:
+            futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
+                                   {**env, leases.ENV_JOB: f"job{idx}"}) for idx, cfg in configs]
+            for (idx, _), future in zip(configs, futures):
+                try:
+                    results.append(future.result())
+                except Exception as exc:  # the worker died (kill -9, out of memory): the sweep goes on
+                    broker.finish(f"job{idx}")
+                    log.error(f"job #{idx} ended without a result: {type(exc).__name__}: {exc}")
+    finally:
+        summary = broker.summary()
+        (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
+        server.stop_event.set()
+    busy = ", ".join(f"device {d} {u:.0%}" for d, u in enumerate(summary["device_utilization"]))
+    log.info(f"load-aware launcher: makespan {summary['makespan_s']:.1f} s; busy measuring: {busy}")
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    return results
+
+
+def register_hydra_plugin() -> None:
+    """Make ``hydra/launcher=loadaware`` known. Hydra discovers plugins by listing the
+    ``hydra_plugins`` folders, which misses an editable install's; registering by hand works
+    for every install."""
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.harness_loadaware.loadaware_launcher import LoadAwareLauncher
+
+    Plugins.instance().register(LoadAwareLauncher)
+
+
+def read_summary(hydra_sweep_dir: str | Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(hydra_sweep_dir) / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None

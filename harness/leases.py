@@ -1,0 +1,243 @@
+"""Device and CPU leases for jobs that run at once (the load-aware launcher, seed 003).
+
+A job's work has two kinds of phases: CPU phases (model build, export, compilation, tuning
+builds, the DP) that may overlap with other jobs, and *exclusive* phases (timing stages,
+tuning measurements, the final latency measurement) that must have a device to themselves.
+A backend marks its exclusive work with :func:`exclusive`; everything else is a CPU phase.
+
+The :class:`Broker` lives in the launcher's process and is reached through a
+``multiprocessing`` manager (address and key in :data:`ENV_ADDRESS`), so the jobs' worker
+processes and the measuring children they spawn all ask the same broker. Each job is bound to
+one device when it starts (the least loaded); a device that falls free goes to the job bound to
+it that has waited longest, and CPU phases run within ``cpu_workers`` slots. Outside the
+launcher :func:`exclusive` does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.managers import BaseManager
+from typing import Any, cast
+
+ENV_ADDRESS = "HARNESS_LEASES"  # host:port:authkey (hex) of the broker
+ENV_JOB = "HARNESS_LEASE_JOB"  # the job this process works for
+
+
+@dataclass
+class JobLeases:
+    """What one job waited for and held (seconds since the broker started)."""
+
+    device: int
+    started: float
+    ended: float | None = None
+    wait_s: float = 0.0  # waiting for a device or a CPU slot
+    exclusive_s: float = 0.0
+    cpu_s: float = 0.0
+    spans: list[tuple[float, float]] = field(default_factory=list)  # exclusive phases (start, end)
+    holds_device: bool = False
+    holds_cpu: bool = False
+    since: float = 0.0  # when the current hold began
+
+
+class Broker:
+    """Grants devices (first come, first served per device) and CPU slots to jobs."""
+
+    def __init__(self, devices: int, cpu_workers: int):
+        if devices < 1 or cpu_workers < 1:
+            raise ValueError("a broker needs at least one device and one CPU worker")
+        self.devices, self.cpu_workers = devices, cpu_workers
+        self.t0 = time.monotonic()
+        self.cond = threading.Condition()
+        self.jobs: dict[str, JobLeases] = {}
+        self.device_queue: list[list[str]] = [[] for _ in range(devices)]
+        self.device_holder: list[str | None] = [None] * devices
+        self.cpu_queue: list[str] = []
+        self.busy_s = [0.0] * devices
+
+    def _now(self) -> float:
+        return time.monotonic() - self.t0
+
+    # -- job lifetime ----------------------------------------------------------------------
+    def start(self, job: str) -> int:
+        """Bind ``job`` to the least loaded device and wait for a CPU slot; returns the device."""
+        with self.cond:
+            active = [j.device for j in self.jobs.values() if j.ended is None]
+            device = min(range(self.devices), key=lambda d: (active.count(d), d))
+            self.jobs[job] = JobLeases(device=device, started=self._now())
+        self._take_cpu(job)
+        return device
+
+    def finish(self, job: str) -> dict[str, Any]:
+        """Release whatever ``job`` still holds (a crashed job included); returns its accounting."""
+        with self.cond:
+            j = self.jobs.get(job)
+            if j is None:
+                return {}
+            if j.holds_device:
+                self._drop_device(job, j)
+            if j.holds_cpu:
+                self._drop_cpu(j)
+            for q in self.device_queue:
+                if job in q:
+                    q.remove(job)
+            if job in self.cpu_queue:
+                self.cpu_queue.remove(job)
+            j.ended = self._now()
+            self.cond.notify_all()
+            return self.stats(job)
+
+    # -- phases ----------------------------------------------------------------------------
+    def enter_exclusive(self, job: str) -> int:
+        """Leave the CPU slot and wait until the job's device is free and the job is first in line."""
+        with self.cond:
+            j = self.jobs[job]
+            if j.holds_cpu:
+                self._drop_cpu(j)
+                self.cond.notify_all()
+            queue = self.device_queue[j.device]
+            queue.append(job)
+            asked = self._now()
+            while not (queue[0] == job and self.device_holder[j.device] is None):
+                self.cond.wait()
+            queue.pop(0)
+            self.device_holder[j.device] = job
+            j.holds_device, j.since = True, self._now()
+            j.wait_s += j.since - asked
+            return j.device
+
+    def leave_exclusive(self, job: str) -> None:
+        with self.cond:
+            j = self.jobs[job]
+            if j.holds_device:
+                self._drop_device(job, j)
+                self.cond.notify_all()
+        self._take_cpu(job)
+
+    # -- internals (called with the condition held, except _take_cpu) -----------------------
+    def _take_cpu(self, job: str) -> None:
+        with self.cond:
+            j = self.jobs[job]
+            self.cpu_queue.append(job)
+            asked = self._now()
+            while not (self.cpu_queue[0] == job and self._cpu_in_use() < self.cpu_workers):
+                self.cond.wait()
+            self.cpu_queue.pop(0)
+            j.holds_cpu, j.since = True, self._now()
+            j.wait_s += j.since - asked
+            self.cond.notify_all()  # the next in line may fit too
+
+    def _cpu_in_use(self) -> int:
+        return sum(j.holds_cpu for j in self.jobs.values())
+
+    def _drop_cpu(self, j: JobLeases) -> None:
+        j.cpu_s += self._now() - j.since
+        j.holds_cpu = False
+
+    def _drop_device(self, job: str, j: JobLeases) -> None:
+        now = self._now()
+        j.exclusive_s += now - j.since
+        j.spans.append((j.since, now))
+        self.busy_s[j.device] += now - j.since
+        j.holds_device = False
+        if self.device_holder[j.device] == job:
+            self.device_holder[j.device] = None
+
+    # -- accounting ------------------------------------------------------------------------
+    def stats(self, job: str) -> dict[str, Any]:
+        with self.cond:
+            j = self.jobs.get(job)
+            if j is None:
+                return {}
+            return {"device": j.device, "wait_s": j.wait_s, "exclusive_s": j.exclusive_s, "cpu_s": j.cpu_s,
+                    "started_s": j.started, "ended_s": j.ended, "spans": list(j.spans)}
+
+    def summary(self) -> dict[str, Any]:
+        """The sweep's makespan and each device's share of it spent in exclusive phases."""
+        with self.cond:
+            ends = [j.ended for j in self.jobs.values() if j.ended is not None]
+            starts = [j.started for j in self.jobs.values()]
+            makespan = (max(ends) - min(starts)) if ends and starts else 0.0
+            return {"makespan_s": makespan, "jobs": len(self.jobs), "devices": self.devices,
+                    "cpu_workers": self.cpu_workers, "device_busy_s": list(self.busy_s),
+                    "device_utilization": [b / makespan if makespan > 0 else 0.0 for b in self.busy_s],
+                    "wait_s": sum(j.wait_s for j in self.jobs.values())}
+
+
+class _Server(BaseManager):
+    pass
+
+
+class _Client(BaseManager):
+    pass
+
+
+def _serve(server: Any) -> None:
+    try:
+        server.serve_forever()  # until server.stop_event is set
+    except SystemExit:  # how it ends, made for a process of its own; here a thread
+        pass
+
+
+def serve(devices: int, cpu_workers: int) -> tuple[Broker, Any, str]:
+    """Start a broker on loopback; returns (broker, manager to shut down, address for ENV_ADDRESS)."""
+    broker = Broker(devices, cpu_workers)
+    key = os.urandom(16)
+    _Server.register("broker", callable=lambda: broker)
+    manager = _Server(address=("127.0.0.1", 0), authkey=key)
+    server = manager.get_server()
+    threading.Thread(target=_serve, args=(server,), daemon=True, name="lease-broker").start()
+    host, port = cast(tuple[str, int], server.address)
+    return broker, server, f"{host}:{port}:{key.hex()}"
+
+
+_local: dict[str, Any] = {}  # this process's connection to the broker (per pid: not shared across fork)
+
+
+def _client() -> Any | None:
+    address = os.environ.get(ENV_ADDRESS)
+    if not address or not os.environ.get(ENV_JOB):
+        return None
+    if _local.get("pid") != os.getpid() or _local.get("address") != address:
+        host, port, key = address.rsplit(":", 2)
+        _Client.register("broker")
+        manager = _Client(address=(host, int(port)), authkey=bytes.fromhex(key))
+        manager.connect()
+        _local.update(pid=os.getpid(), address=address, broker=manager.broker(), depth=0)  # type: ignore[attr-defined]
+    return _local["broker"]
+
+
+@contextlib.contextmanager
+def exclusive() -> Iterator[int | None]:
+    """Work that needs the device to itself (timing). Under the load-aware launcher it waits
+    for the job's device and holds it until the block ends; elsewhere it does nothing. Nested
+    blocks hold the one lease; yields the device index (None outside the launcher)."""
+    broker = _client()
+    if broker is None:
+        yield None
+        return
+    job = os.environ[ENV_JOB]
+    if _local["depth"]:
+        _local["depth"] += 1
+        try:
+            yield _local["device"]
+        finally:
+            _local["depth"] -= 1
+        return
+    _local["device"] = broker.enter_exclusive(job)
+    _local["depth"] = 1
+    try:
+        yield _local["device"]
+    finally:
+        _local["depth"] = 0
+        broker.leave_exclusive(job)
+
+
+def job_stats() -> dict[str, Any]:
+    """This job's lease accounting so far ({} outside the launcher)."""
+    broker = _client()
+    return dict(broker.stats(os.environ[ENV_JOB])) if broker is not None else {}

@@ -1,0 +1,1 @@
+"""Hydra plugins of the harness (discovered by Hydra under the ``hydra_plugins`` namespace)."""

@@ -1,0 +1,33 @@
+"""``hydra/launcher=loadaware``: Hydra finds launchers only under ``hydra_plugins``, so this
+shell registers the config and delegates to :mod:`harness.launcher`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+from harness.launcher import LoadAwareLauncherConf, launch
+
+ConfigStore.instance().store(group="hydra/launcher", name="loadaware", node=LoadAwareLauncherConf,
+                             provider="harness")
+
+
+class LoadAwareLauncher(Launcher):
+    def __init__(self, devices: int = 0, cpu_workers: int = 0, jobs: int = 0) -> None:
+        self.devices, self.cpu_workers, self.jobs = devices, cpu_workers, jobs
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        results: Any = launch(self, job_overrides, initial_job_idx)
+        return results

@@ -1,0 +1,181 @@
+"""The load-aware launcher: the lease broker with simulated devices (threads as jobs), and
+sweeps of jobs with known phase lengths (``backend=overhead backend.cpu_s backend.exclusive_s``)
+under ``hydra/launcher=loadaware`` against the basic launcher."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import leases
+from harness.leases import Broker
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _overlaps(spans):
+    spans = sorted(spans)
+    return [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1] - 1e-6]
+
+
+def _job(broker, name, cpu_s, excl_s, log, delay=0.0):
+    time.sleep(delay)
+    broker.start(name)
+    time.sleep(cpu_s)
+    log.append(("ask", name, time.monotonic()))
+    broker.enter_exclusive(name)
+    log.append(("got", name, time.monotonic()))
+    time.sleep(excl_s)
+    broker.leave_exclusive(name)
+    broker.finish(name)
+
+
+def _run(broker, specs):
+    log = []
+    threads = [threading.Thread(target=_job, args=(broker, n, c, e, log, d)) for n, c, e, d in specs]
+    t = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    return log, time.monotonic() - t
+
+
+def test_one_device_measures_one_job_at_a_time_first_come_first_served():
+    b = Broker(devices=1, cpu_workers=4)
+    specs = [(f"j{i}", 0.05 * i, 0.15, 0.0) for i in range(4)]  # they ask for the device in order j0..j3
+    log, wall = _run(b, specs)
+    spans = [s for j in ("j0", "j1", "j2", "j3") for s in b.stats(j)["spans"]]
+    assert len(spans) == 4 and not _overlaps(spans)
+    assert [n for kind, n, _ in sorted(log, key=lambda e: e[2]) if kind == "got"] == ["j0", "j1", "j2", "j3"]
+    assert wall < 4 * (0.15 + 0.15)  # CPU phases overlapped: faster than one job at a time (1.2 s)
+    s = b.summary()
+    assert s["jobs"] == 4 and s["device_busy_s"][0] == pytest.approx(0.6, abs=0.1)
+    assert 0.5 < s["device_utilization"][0] <= 1.0
+    assert b.stats("j3")["wait_s"] > 0.1  # it queued behind the others
+
+
+def test_n_devices_measure_n_jobs_at_once_never_two_on_one():
+    b = Broker(devices=2, cpu_workers=4)
+    _run(b, [(f"j{i}", 0.0, 0.3, 0.01 * i) for i in range(4)])
+    by_device: dict[int, list] = {0: [], 1: []}
+    for j in ("j0", "j1", "j2", "j3"):
+        st = b.stats(j)
+        by_device[st["device"]] += st["spans"]
+    assert len(by_device[0]) == 2 and len(by_device[1]) == 2  # bound to the least loaded device
+    assert not _overlaps(by_device[0]) and not _overlaps(by_device[1])
+    assert _overlaps(by_device[0] + by_device[1])  # the two devices worked at the same time
+
+
+def test_a_crashed_job_releases_its_device_and_cpu_slot():
+    b = Broker(devices=1, cpu_workers=1)
+    b.start("crash")
+    b.enter_exclusive("crash")  # then the job dies without leaving
+    done = threading.Event()
+
+    def other():
+        b.start("next")  # the CPU slot was given up when "crash" entered its exclusive phase
+        b.enter_exclusive("next")
+        b.leave_exclusive("next")
+        b.finish("next")
+        done.set()
+
+    threading.Thread(target=other, daemon=True).start()
+    assert not done.wait(0.3)  # blocked behind the holder
+    b.finish("crash")  # what the launcher does for a job that ended without a result
+    assert done.wait(5)
+    assert b.stats("crash")["ended_s"] is not None
+
+
+def test_cpu_phases_stay_within_the_worker_budget():
+    b = Broker(devices=1, cpu_workers=2)
+    inside, peak, lock = [0], [0], threading.Lock()
+
+    def job(name):
+        b.start(name)
+        with lock:
+            inside[0] += 1
+            peak[0] = max(peak[0], inside[0])
+        time.sleep(0.1)
+        with lock:
+            inside[0] -= 1
+        b.finish(name)
+
+    threads = [threading.Thread(target=job, args=(f"j{i}",)) for i in range(5)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(10)
+    assert peak[0] == 2
+
+
+def test_exclusive_is_a_no_op_outside_the_launcher(monkeypatch):
+    monkeypatch.delenv(leases.ENV_ADDRESS, raising=False)
+    with leases.exclusive() as device:
+        assert device is None
+    assert leases.job_stats() == {}
+
+
+def test_exclusive_through_the_broker_process_interface(monkeypatch):
+    """The path jobs use: a manager connection from another process's view (here: this one)."""
+    broker, server, address = leases.serve(devices=1, cpu_workers=1)
+    try:
+        monkeypatch.setenv(leases.ENV_ADDRESS, address)
+        monkeypatch.setenv(leases.ENV_JOB, "solo")
+        broker.start("solo")
+        with leases.exclusive() as device, leases.exclusive() as inner:  # nested: one lease
+            assert device == inner == 0
+            time.sleep(0.05)
+        st = leases.job_stats()
+        assert len(st["spans"]) == 1 and st["exclusive_s"] >= 0.05
+    finally:
+        server.stop_event.set()
+
+
+def _sweep(tmp, launcher: str, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
+    cmd = [sys.executable, "-m", "harness", "-m", f"hydra/launcher={launcher}", "model=sample", "backend=overhead",
+           "backend.cpu_s=10", "backend.exclusive_s=1", "batch=1,2,3,4", "runner=quick", "device=cpu",
+           f"tracking.results_dir={tmp}", "tracking=off", *extra]
+    t = time.monotonic()
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    return res, time.monotonic() - t
+
+
+def _records(tmp):
+    return [json.loads(p.read_text()) for p in sorted((Path(tmp) / "records").glob("*.json"))]
+
+
+def test_loadaware_sweep_overlaps_cpu_phases_and_never_two_measurements(tmp_path):
+    """Four jobs of 10 s CPU work and 1 s exclusive work each: the load-aware sweep finishes well
+    before the basic launcher's, no two exclusive phases overlap, each record says what it
+    waited and held, and the outcomes equal the basic launcher's."""
+    la, basic = tmp_path / "la", tmp_path / "basic"
+    la.mkdir()
+    basic.mkdir()
+    res, la_wall = _sweep(la, "loadaware", "hydra.launcher.cpu_workers=4")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Launching 4 jobs load-aware: 5 at once, 4 CPU worker(s), 1 device(s)" in res.stderr + res.stdout
+    records = _records(la)
+    assert sorted(r["status"] for r in records) == ["FINISHED"] * 4
+    spans = [tuple(s) for r in records for s in json.loads(r["artifacts"]["leases.json"])["spans"]]
+    assert len(spans) >= 8 and not _overlaps(spans)  # prepare's exclusive phase + the timing, per job
+    for r in records:
+        assert r["metrics"]["launcher_exclusive_s"] >= 1.0 and r["params"]["launcher_device"] == 0
+        assert "launcher_wait_s" in r["metrics"]
+    summary = json.loads(next(la.rglob("launcher.json")).read_text())
+    assert summary["jobs"] == 4 and summary["device_busy_s"][0] >= 4.0
+    state = json.loads(next((la / "records" / "sweeps").glob("*/sweep.json")).read_text())
+    assert state["launcher"]["makespan_s"] == pytest.approx(summary["makespan_s"])
+
+    res, basic_wall = _sweep(basic, "basic")
+    assert res.returncode == 0, res.stderr[-3000:]
+    base = _records(basic)
+    assert sorted((r["config"]["batch"], r["status"]) for r in base) == \
+        sorted((r["config"]["batch"], r["status"]) for r in records)
+    assert all("launcher_wait_s" not in r["metrics"] for r in base)
+    assert basic_wall > 44  # 4 x (10 + 1) s one after another
+    assert la_wall < basic_wall - 15, (la_wall, basic_wall)  # ~35 s against ~55 s here (2 cores)
