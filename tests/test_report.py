@@ -101,10 +101,12 @@ def test_quick_preset_end_to_end(tmp_path, preset):
     assert len((folder / "summary.txt").read_text().strip().splitlines()) >= 2
     layout = LAYOUTS[preset]
     if preset == "frameworks":  # every backend has a number or its reason; none dropped
-        assert "| model | IOS-Both | PyTorch | TensorFlow | JAX | ONNXRuntime-CPU | TVM | TVM-cuDNN |" in md
+        assert ("| model | IOS-Both | PyTorch | TensorFlow | JAX | ONNXRuntime-CPU | TVM | TVM-cuDNN | TensorRT | TASO |"
+                in md)
         row = next(line for line in md.splitlines() if line.startswith("| sample |"))
-        assert row.count("|") == 9 and "missing" not in row
+        assert row.count("|") == 11 and "missing" not in row
         assert "not available: backend 'tvm_cudnn' does not run on cpu" in row  # TVM-cuDNN needs a GPU
+        assert "not installed: backend 'tensorrt' needs tensorrt" in row and "not installed: backend 'taso'" in row
     else:
         assert res.returncode == 0, res.stderr[-3000:]
         assert "failed" not in md and "missing" not in md
