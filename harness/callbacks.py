@@ -19,6 +19,7 @@ from .tracking import Tracker, mlflow_available, store_of
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
 ACTIVE: dict[str, str] = {}  # the sweep this process started and has not ended (results_dir, sweep_id)
+ENDED: dict[str, int] = {}  # the sweep this process ended: how many of its jobs did not finish
 
 
 def end_unfinished_sweep() -> None:
@@ -75,8 +76,10 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
         info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config))
-        sweeps.end(results_dir, info["sweep_id"])
+        state = sweeps.end(results_dir, info["sweep_id"]) or {}
         ACTIVE.clear()
+        jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))
+        ENDED["failed"] = sum(j["status"] != "FINISHED" for j in jobs)
         _launcher_summary(config, results_dir, info)
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")

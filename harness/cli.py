@@ -140,6 +140,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     finally:  # a sweep Hydra abandoned before its end callback (a bad swept value) is ended FAILED
         end_unfinished_sweep()
-    if _failures:
-        print(f"{len(_failures)} run(s) failed", file=sys.stderr)
+    from .callbacks import ENDED
+
+    # jobs a launcher ran in other processes (Submitit) failed there: the sweep's records count them
+    failed = max(len(_failures), ENDED.get("failed", 0))
+    if failed:
+        print(f"{failed} run(s) failed", file=sys.stderr)
         sys.exit(1)

@@ -101,8 +101,8 @@ def test_quick_preset_end_to_end(tmp_path, preset):
     assert len((folder / "summary.txt").read_text().strip().splitlines()) >= 2
     layout = LAYOUTS[preset]
     if preset == "frameworks":  # every backend has a number or its reason; none dropped
-        assert ("| model | IOS-Both | PyTorch | TensorFlow | JAX | ONNXRuntime-CPU | TVM | TVM-cuDNN | TensorRT | TASO |"
-                in md)
+        assert ("| model | IOS-Both | PyTorch | TensorFlow | JAX | ONNXRuntime-CPU | TVM | TVM-cuDNN | TensorRT | "
+                "TASO |" in md)
         row = next(line for line in md.splitlines() if line.startswith("| sample |"))
         assert row.count("|") == 11 and "missing" not in row
         assert "not available: backend 'tvm_cudnn' does not run on cpu" in row  # TVM-cuDNN needs a GPU

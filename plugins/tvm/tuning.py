@@ -10,6 +10,7 @@ pays that import once (``TuneContext`` has already made it), inside ``tune_s``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -152,9 +153,9 @@ def _counting_runner_class():
         while a batch is measured remotely), so its ``measure_s`` runs from sending a batch to
         collecting its last result and may overlap ``build_s``."""
 
-        def __init__(self, runner, phases: PhaseTimes):
+        def __init__(self, runner, phases: PhaseTimes, local: bool = False):
             super().__init__()
-            self.runner, self.phases = runner, phases
+            self.runner, self.phases, self.local = runner, phases, local
 
         def run(self, runner_inputs):
             t, pending = time.perf_counter(), [len(runner_inputs)]
@@ -166,7 +167,11 @@ def _counting_runner_class():
                 if not pending[0]:
                     self.phases.measure_s += time.perf_counter() - t
 
-            return [CountedFuture(future, count) for future in self.runner.run(runner_inputs)]
+            # LocalRunner measures on this machine's device before it returns: a launcher's lease
+            # covers it; RPC measures elsewhere and takes none
+            with exclusive() if self.local else contextlib.nullcontext():
+                futures = self.runner.run(runner_inputs)
+            return [CountedFuture(future, count) for future in futures]
 
     return CountingRunner
 
@@ -276,7 +281,7 @@ def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb",
     try:
         runner = runner or make_runner("inprocess", phases)
         if isinstance(runner, ms.runner.LocalRunner | ms.runner.RPCRunner):  # their work counted too
-            runner = _counting_runner_class()(runner, phases)
+            runner = _counting_runner_class()(runner, phases, isinstance(runner, ms.runner.LocalRunner))
         _quiet_console()
         with cuda_compile_mode(cuda_compiler):
             tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=trials,

@@ -1,0 +1,97 @@
+"""Sweeps through Submitit (``hydra/launcher=submitit_local`` here, ``submitit_slurm`` on a
+cluster): the launcher composes with the harness config, and a local sweep runs each job in a
+Submitit process and still ends with one sweep state, the records and an MLflow parent run."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+
+REPO = Path(__file__).resolve().parent.parent
+LAUNCHERS = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
+
+
+def compose_with_hydra(overrides: list[str]):
+    """The config the CLI builds, ``hydra`` node included (the launcher lives there)."""
+    from hydra import compose, initialize_config_dir
+
+    from harness.config import conf_dir
+    from harness.plugins import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose("config", overrides=overrides, return_hydra_config=True)
+
+
+def test_submitit_local_composes(tmp_path):
+    cfg = compose_with_hydra(["hydra/launcher=submitit_local", "device=cpu", f"tracking.results_dir={tmp_path}"])
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == f"{LAUNCHERS}.LocalLauncher"
+    # Submitit's job files go beside the sweep's Hydra output, under tracking.results_dir
+    assert launcher.submitit_folder == f"{cfg.hydra.sweep.dir}/.submitit/%j"
+    assert cfg.hydra.sweep.dir.startswith(f"{tmp_path}/hydra/multirun/")
+    assert [c.get("_target_") for c in cfg.hydra.callbacks.values()] == ["harness.callbacks.SweepCallback"]
+
+
+def test_submitit_slurm_composes_with_cluster_settings(tmp_path):
+    cfg = compose_with_hydra(["hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=30",
+                              "hydra.launcher.gpus_per_node=1", "hydra.launcher.partition=gpu",
+                              "hydra.launcher.cpus_per_task=8",
+                              "+hydra.launcher.additional_parameters={mail-type: END}",
+                              "device=cuda", f"tracking.results_dir={tmp_path}"])
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == f"{LAUNCHERS}.SlurmLauncher"
+    assert (launcher.timeout_min, launcher.gpus_per_node, launcher.partition, launcher.cpus_per_task) == \
+        (30, 1, "gpu", 8)
+    assert launcher.additional_parameters == {"mail-type": "END"}
+    assert cfg.device.type == "cuda"  # the harness's own groups compose beside it as usual
+
+
+def test_a_submitit_local_sweep_end_to_end(tmp_path):
+    results = tmp_path / "r"
+    res = subprocess.run([sys.executable, "-m", "harness", "-m", "hydra/launcher=submitit_local", "model=sample",
+                          "backend=null", "batch=1,2", "runner=quick", "device=cpu",
+                          f"tracking.results_dir={results}"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "Submitit 'local' sweep output dir" in res.stdout + res.stderr
+
+    # each job ran in a Submitit process of its own and returned its status through Submitit
+    (sweep_out,) = (results / "hydra" / "multirun").iterdir()
+    assert len(list(sweep_out.glob(".submitit/*/*_result.pkl"))) == 2
+
+    records = [json.loads(p.read_text()) for p in (results / "records").glob("*.json")]
+    assert sorted(r["config"]["batch"] for r in records) == [1, 2]
+    assert all(r["status"] == "FINISHED" for r in records), [r.get("error") for r in records]
+    (state,) = [json.loads(p.read_text()) for p in (results / "records" / "sweeps").glob("*/sweep.json")]
+    assert state["status"] == "FINISHED" and state["parent_closed"]
+    jobs = [json.loads(p.read_text()) for p in (results / "records" / "sweeps" / state["sweep_id"]).glob("jobs/*.json")]
+    assert sorted(j["job_num"] for j in jobs) == [0, 1] and {j["status"] for j in jobs} == {"FINISHED"}
+    assert {j["record_id"] for j in jobs} == {r["run_id"] for r in records}
+
+    mlflow = pytest.importorskip("mlflow")
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("harness.parent") == "true"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(children) == 2 and {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert {c.data.tags["harness.record_id"] for c in children} == {r["run_id"] for r in records}
+    assert all(r.info.status == "FINISHED" for r in runs)
+    # the sweep is named by its task overrides, not by the launcher that ran it
+    assert parent.data.tags["harness.command"].startswith("python -m harness -m model=sample backend=overhead")
+
+
+def test_a_failed_submitit_job_fails_the_command(tmp_path):
+    results = tmp_path / "r"
+    res = subprocess.run([sys.executable, "-m", "harness", "-m", "hydra/launcher=submitit_local", "model=sample",
+                          "backend=null", "batch=0,1", "runner=quick", "device=cpu", "tracking.enabled=false",
+                          f"tracking.results_dir={results}"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    (state,) = [json.loads(p.read_text()) for p in (results / "records" / "sweeps").glob("*/sweep.json")]
+    assert state["status"] == "FAILED"  # batch=0 is refused in its Submitit process, batch=1 still runs
+    assert "FINISHED" in res.stdout  # the end-of-sweep table
+    assert res.returncode == 1 and "1 run(s) failed" in res.stderr, res.stderr[-2000:]
