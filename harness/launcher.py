@@ -6,12 +6,15 @@ phases (see :mod:`harness.leases`) taking turns per device. The Hydra plugin cla
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing as mp
 import os
+import signal
+import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,16 +101,22 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     state = {**Singleton.get_state(), "omegaconf_resolvers": {}}
     env = {leases.ENV_ADDRESS: address, "HARNESS_LEASE_DEVICES": str(devices)}
     results: list[Any] = []
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"))
+    futures: list[Any] = []
     try:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn")) as pool:
-            futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
-                                   {**env, leases.ENV_JOB: f"job{idx}"}) for idx, cfg in configs]
-            for (idx, _), future in zip(configs, futures):
-                try:
-                    results.append(future.result())
-                except Exception as exc:  # the worker died (kill -9, out of memory): the sweep goes on
-                    broker.finish(f"job{idx}")
-                    log.error(f"job #{idx} ended without a result: {type(exc).__name__}: {exc}")
+        futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
+                               {**env, leases.ENV_JOB: f"job{idx}"}) for idx, cfg in configs]
+        for (idx, _), future in zip(configs, futures):
+            try:
+                results.append(future.result())
+            except Exception as exc:  # the worker died (kill -9, out of memory): the sweep goes on
+                broker.finish(f"job{idx}")
+                log.error(f"job #{idx} ended without a result: {type(exc).__name__}: {exc}")
+            except SystemExit:  # the job was interrupted in its worker and recorded KILLED there
+                raise KeyboardInterrupt from None
+        pool.shutdown()
+    except KeyboardInterrupt:
+        _interrupted(pool, futures)
     finally:
         summary = broker.summary()
         (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
@@ -116,6 +125,33 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     log.info(f"load-aware launcher: makespan {summary['makespan_s']:.1f} s; busy measuring: {busy}")
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     return results
+
+
+def _interrupted(pool: ProcessPoolExecutor, futures: list[Any]) -> None:
+    """Ctrl-C: jobs not started are dropped, running ones are interrupted (each records itself
+    KILLED, as under the basic launcher), the workers are ended and the sweep is ended KILLED;
+    one line, exit 130. A second Ctrl-C does not break this."""
+    from . import sweeps
+    from .callbacks import ACTIVE
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for future in futures:
+        future.cancel()
+    procs = [p for p in getattr(pool, "_processes", {}).values() if p.is_alive()]
+    for proc in procs:  # Ctrl-C reached them already; `kill -INT` of this process alone did not
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, signal.SIGINT)
+    _, stuck = wait([f for f in futures if not f.cancelled()], timeout=60)  # each job records itself KILLED
+    if stuck:  # a job that does not stop is ended with its worker
+        for proc in procs:
+            proc.terminate()
+    pool.shutdown(wait=not stuck, cancel_futures=True)
+    if ACTIVE:
+        sweeps.end(ACTIVE["results_dir"], ACTIVE["sweep_id"], "KILLED")
+        sweeps.close_parents(ACTIVE["results_dir"])
+    print("interrupted: the load-aware sweep stopped; finished and interrupted jobs keep their records "
+          "(rerun the command to resume)", file=sys.stderr, flush=True)
+    raise SystemExit(128 + signal.SIGINT)
 
 
 def register_hydra_plugin() -> None:

@@ -3,6 +3,7 @@ sweeps of jobs with known phase lengths (``backend=overhead backend.cpu_s backen
 under ``hydra/launcher=loadaware`` against the basic launcher."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -179,3 +180,23 @@ def test_loadaware_sweep_overlaps_cpu_phases_and_never_two_measurements(tmp_path
     assert all("launcher_wait_s" not in r["metrics"] for r in base)
     assert basic_wall > 44  # 4 x (10 + 1) s one after another
     assert la_wall < basic_wall - 15, (la_wall, basic_wall)  # ~35 s against ~55 s here (2 cores)
+
+
+def test_ctrl_c_ends_a_loadaware_sweep_with_one_line_and_keeps_the_records(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while jobs run: each
+    running job records itself KILLED, the sweep ends KILLED, exit 130, no traceback."""
+    import signal
+
+    cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
+           "model=sample", "backend=overhead", "backend.cpu_s=120", "batch=1,2,3", "runner=quick", "device=cpu",
+           f"tracking.results_dir={tmp_path}", "tracking=off"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    time.sleep(20)  # the workers start and two jobs enter their CPU phase
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted: the load-aware sweep stopped" in err and "Traceback" not in err
+    state = json.loads(next((tmp_path / "records" / "sweeps").glob("*/sweep.json")).read_text())
+    assert state["status"] == "KILLED"
+    assert {r["status"] for r in _records(tmp_path)} <= {"KILLED"}
