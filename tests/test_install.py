@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_an_installed_wheel_runs_one_job_from_another_directory(tmp_path):
     src = tmp_path / "src"  # build from a copy: an in-tree build would leave build/ in the checkout
-    for part in ("harness", "ios_core", "plugins", "conf"):
+    for part in ("harness", "ios_core", "plugins", "conf", "hydra_plugins"):
         shutil.copytree(REPO / part, src / part, ignore=shutil.ignore_patterns("__pycache__"))
     for part in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / part, src / part)
@@ -38,6 +38,11 @@ def test_an_installed_wheel_runs_one_job_from_another_directory(tmp_path):
                           "tracking.enabled=false", "+model.params.channels=8"], cwd=work, env=env, **run)
     assert job.returncode == 0, job.stderr[-3000:]
     assert "Model: sample" in job.stdout
+    found = subprocess.run([sys.executable, "-c", "from hydra.core.plugins import Plugins; "
+                            "from hydra.plugins.launcher import Launcher; import sys; "
+                            "print([sys.modules[c.__module__].__file__ for c in Plugins.instance().discover(Launcher) "
+                            "if 'loadaware' in c.__module__])"], cwd=work, env=env, **run)
+    assert str(site / "hydra_plugins" / "harness_loadaware") in found.stdout, found.stdout + found.stderr
     (record,) = (work / "results" / "records").glob("*.json")
     assert json.loads(record.read_text())["status"] == "FINISHED"
     helped = subprocess.run([sys.executable, "-m", "harness", "--help"], cwd=work, env=env, **run)
