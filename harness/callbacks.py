@@ -80,22 +80,21 @@ class SweepCallback(Callback):
         ACTIVE.clear()
         jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))
         ENDED["failed"] = sum(j["status"] != "FINISHED" for j in jobs)
-        _launcher_summary(config, results_dir, info)
+        _launcher_summary(config, results_dir, info, state)
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")
         sweeps.log_speedups(results_dir, info["sweep_id"], baseline)
         sweeps.print_table(results_dir, info["sweep_id"], baseline)
 
 
-def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any]) -> None:
-    """The load-aware launcher's makespan and device use: into the sweep's state and as metrics
-    of its MLflow parent run (nothing for other launchers)."""
+def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state: dict[str, Any]) -> None:
+    """The load-aware launcher's makespan and device use: into the sweep's state (as just ended)
+    and as metrics of its MLflow parent run (nothing for other launchers)."""
     from .launcher import read_summary
     from .tracking import write_json
 
     summary = read_summary(config.hydra.sweep.dir)
-    state = sweeps.read_state(results_dir, info["sweep_id"])
-    if summary is None or state is None:
+    if summary is None or not state:
         return
     state["launcher"] = summary
     write_json(sweeps.sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)

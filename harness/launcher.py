@@ -51,7 +51,7 @@ def resolve(devices: int, cpu_workers: int, jobs: int) -> tuple[int, int, int]:
 
 
 def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleton_state: Any, job: str,
-             env: dict[str, str]) -> Any:
+             env: dict[str, str], devices: int) -> Any:
     """One job in a worker process: bind a device, run it as Hydra's basic launcher would,
     and always give back what it held (a job that fails or crashes releases its device)."""
     from hydra.core.singleton import Singleton
@@ -66,7 +66,7 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
     try:
         device = broker.start(job)
         with open_dict(sweep_config):
-            if int(env.get("HARNESS_LEASE_DEVICES", "1")) > 1:  # one CUDA device per job
+            if devices > 1:  # one CUDA device per job
                 sweep_config.device.index = device
         return run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
                        job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
@@ -99,13 +99,13 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             cfg.hydra.job.num = idx
         configs.append((idx, cfg))
     state = {**Singleton.get_state(), "omegaconf_resolvers": {}}
-    env = {leases.ENV_ADDRESS: address, "HARNESS_LEASE_DEVICES": str(devices)}
+    env = {leases.ENV_ADDRESS: address}
     results: list[Any] = []
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"))
     futures: list[Any] = []
     try:
         futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
-                               {**env, leases.ENV_JOB: f"job{idx}"}) for idx, cfg in configs]
+                               {**env, leases.ENV_JOB: f"job{idx}"}, devices) for idx, cfg in configs]
         for (idx, _), future in zip(configs, futures):
             try:
                 results.append(future.result())

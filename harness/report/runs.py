@@ -77,21 +77,32 @@ class Run:
         return f"failed: {text or kind}"
 
 
+def _states(results_dir: str | Path) -> list[dict[str, Any]]:
+    """Every sweep kept under the results folder (its ``sweep.json``)."""
+    base = sweeps.records_dir(results_dir) / "sweeps"
+    return [s for p in sorted(base.glob("*/sweep.json")) if (s := sweeps._read(p))] if base.is_dir() else []
+
+
+def _of_study(states: list[dict[str, Any]], study: str) -> list[dict[str, Any]]:
+    """The sweeps of a study, oldest first."""
+    return sorted((s for s in states if s.get("study") == study), key=lambda s: s.get("started") or "")
+
+
 def find_sweep(results_dir: str | Path, name: str) -> dict[str, Any]:
     """A sweep's state by id, or the newest sweep of a study; the error lists what exists."""
-    base = sweeps.records_dir(results_dir) / "sweeps"
-    states = [s for p in sorted(base.glob("*/sweep.json")) if (s := sweeps._read(p))] if base.is_dir() else []
+    states = _states(results_dir)
     for s in states:
         if s["sweep_id"] == name:
             return s
-    of_study = sorted((s for s in states if s.get("study") == name), key=lambda s: s.get("started") or "")
+    of_study = _of_study(states, name)
     if of_study:
         return of_study[-1]
     remote = _mlflow_sweep(results_dir, name)
     if remote is not None:
         return remote
     known = ", ".join(f"{s['sweep_id']} ({s.get('study') or s.get('sweep_name')})" for s in states) or "none"
-    raise ConfigError(f"no sweep or study named {name!r} under {base}; sweeps there: {known}")
+    raise ConfigError(f"no sweep or study named {name!r} under {sweeps.records_dir(results_dir) / 'sweeps'}; "
+                      f"sweeps there: {known}")
 
 
 def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any]]:
@@ -100,10 +111,9 @@ def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any
     from .tables import LAYOUTS
 
     if len(names) == 1 and names[0] in LAYOUTS and LAYOUTS[names[0]].combine:
-        base = sweeps.records_dir(results_dir) / "sweeps"
-        found = [s for p in sorted(base.glob("*/sweep.json")) if (s := sweeps._read(p)) and s.get("study") == names[0]]
+        found = _of_study(_states(results_dir), names[0])
         if found:
-            return sorted(found, key=lambda s: s.get("started") or "")
+            return found
     states = [find_sweep(results_dir, n) for n in names]
     return list({s["sweep_id"]: s for s in states}.values())
 

@@ -129,7 +129,7 @@ class IosBackend(Backend[IosConfig]):
         t = time.perf_counter()
         searched = work.at_batch(cfg.opt_batch or batch)  # specialization: a schedule made for another batch size
         path = self.schedule_path(searched)
-        foreign = self.foreign_schedule(path, device_name)
+        foreign = None if cfg.schedule_file else self.foreign_schedule(path, device_name)  # a given file wins
         if cfg.schedule_file:
             sched = self._load(cfg.schedule_file, graph, "backend.schedule_file")
         elif foreign is not None:
