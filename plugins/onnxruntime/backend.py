@@ -2,14 +2,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from harness.backend import Backend, BackendError, Prepared
 from harness.config import BackendConfig, choose
+from harness.onnx_session import LEVELS, callables, session
 from ios_core.ir import Graph
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
-LEVELS = ("disable", "basic", "extended", "all")
 
 
 @dataclass
@@ -52,26 +50,9 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
             hint = {"cuda": "pip install onnxruntime-gpu", "tensorrt": "install TensorRT 10 and onnxruntime-gpu"}
             raise BackendError(f"onnxruntime {ort.__version__} here has no {name} (it has {', '.join(available)}); "
                                f"{hint.get(provider, '')}")
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = {
-            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[self.cfg.graph_optimization]
-        opts.intra_op_num_threads = self.cfg.intra_op_threads
-        provider_opts: dict = {}
-        if provider == "cuda":
-            provider_opts = {"use_tf32": "1" if precision == "tf32" else "0", "cudnn_conv_algo_search": "EXHAUSTIVE"}
         model = export_onnx(graph)
-        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=[(name, provider_opts)])
-        inp = sess.get_inputs()[0].name
-
-        def infer(x):
-            return sess.run(None, {inp: x})[0]
-
-        def load(x: np.ndarray):
-            return np.ascontiguousarray(x, dtype=np.float32)
-
-        infer(load(np.zeros((batch, *graph.input_shape), np.float32)))
+        sess = session(model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads)
+        infer, load = callables(sess, batch, graph.input_shape)
         return Prepared(infer=infer, load_input=load, display_name=f"ONNXRuntime-{provider.upper()}",
                         device_name=device if provider == "cpu" else f"{device} ({name})",
                         params={"ort_provider": sess.get_providers()[0],

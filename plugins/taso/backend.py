@@ -31,9 +31,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from harness.backend import Backend, BackendError, MissingDependency, Prepared, store_dir
+from harness.onnx_session import callables, session
 from ios_core.ir import Graph
 
 from .config import TasoConfig
@@ -90,18 +89,13 @@ class Counting:
 
 
 def ort_session(model: Any, precision: str) -> Any:
-    """An ONNX Runtime CUDA session running ``model`` op for op (ORT's rewrites off)."""
+    """An ONNX Runtime session on PROVIDER running ``model`` op for op (ORT's rewrites off)."""
     import onnxruntime as ort
 
     if PROVIDER not in ort.get_available_providers():
         raise BackendError(f"the taso backend runs TASO's graph with onnxruntime's {PROVIDER}, which "
                            f"onnxruntime {ort.__version__} here lacks: pip install onnxruntime-gpu")
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    provider_opts: dict[str, str] = {}
-    if PROVIDER == "CUDAExecutionProvider":
-        provider_opts = {"use_tf32": "1" if precision == "tf32" else "0", "cudnn_conv_algo_search": "EXHAUSTIVE"}
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=[(PROVIDER, provider_opts)])
+    return session(model, PROVIDER, precision, level="disable")
 
 
 class TasoBackend(Backend[TasoConfig]):
@@ -137,15 +131,7 @@ class TasoBackend(Backend[TasoConfig]):
         tg, counts = self.taso_graph(taso, graph, batch, metrics)
         metrics["taso_run_time_ms"] = float(tg.run_time())  # TASO's own timing loop, once (it leaks its buffers)
         sess = ort_session(export(taso, tg, (batch, *graph.output_shape)), precision)
-        inp, out = sess.get_inputs()[0].name, sess.get_outputs()[0].name
-
-        def infer(x):
-            return sess.run([out], {inp: x})[0]
-
-        def load(x: np.ndarray):
-            return np.ascontiguousarray(x, dtype=np.float32)
-
-        infer(load(np.zeros((batch, *graph.input_shape), np.float32)))
+        infer, load = callables(sess, batch, graph.input_shape)
         return Prepared(infer=infer, load_input=load, display_name="TASO" if cfg.optimize else "TASO-SEQ",
                         device_name=f"{device} (TASO graph on ONNX Runtime {PROVIDER})",
                         params={"taso_version": str(getattr(taso, "__version__", "unknown")),
