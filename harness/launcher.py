@@ -68,10 +68,29 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
         with open_dict(sweep_config):
             if devices > 1:  # one CUDA device per job
                 sweep_config.device.index = device
-        return run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
-                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        ret = run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
+                      job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        return _picklable(ret)
     finally:
         broker.finish(job)
+
+
+def _picklable(ret: Any) -> Any:
+    """The job's result as it can travel back to the launcher: its configs as plain containers
+    (Hydra's structured config classes, imported again in the worker, do not pickle) and an
+    exception that does not pickle replaced by its text."""
+    import pickle
+
+    from omegaconf import OmegaConf
+
+    ret.cfg = OmegaConf.create(OmegaConf.to_container(ret.cfg, resolve=False))
+    ret.hydra_cfg = OmegaConf.create(OmegaConf.to_container(ret.hydra_cfg, resolve=False))
+    try:
+        pickle.dumps(ret._return_value)
+    except Exception:
+        value = ret._return_value
+        ret._return_value = RuntimeError(f"{type(value).__name__}: {value}")
+    return ret
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:

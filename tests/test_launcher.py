@@ -160,6 +160,7 @@ def test_loadaware_sweep_overlaps_cpu_phases_and_never_two_measurements(tmp_path
     res, la_wall = _sweep(la, "loadaware", "hydra.launcher.cpu_workers=4")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "Launching 4 jobs load-aware: 5 at once, 4 CPU worker(s), 1 device(s)" in res.stderr + res.stdout
+    assert "ended without a result" not in res.stderr + res.stdout  # every job's return came back
     records = _records(la)
     assert sorted(r["status"] for r in records) == ["FINISHED"] * 4
     spans = [tuple(s) for r in records for s in json.loads(r["artifacts"]["leases.json"])["spans"]]
