@@ -31,7 +31,7 @@ class LoadAwareLauncherConf:
 
     _target_: str = "hydra_plugins.harness_loadaware.loadaware_launcher.LoadAwareLauncher"
     devices: int = 0  # devices to share out; 0: the CUDA GPUs visible here, or 1 (the CPU) without one
-    cpu_workers: int = 0  # jobs in a CPU phase at once; 0: the cores here, at least 1
+    cpu_workers: int = 0  # jobs in a CPU phase at once, each with cores // cpu_workers threads; 0: devices + 1
     jobs: int = 0  # jobs in flight at once; 0: cpu_workers + devices
 
 
@@ -45,9 +45,23 @@ def resolve(devices: int, cpu_workers: int, jobs: int) -> tuple[int, int, int]:
         except ImportError:
             devices = 0
         devices = max(devices, 1)
-    if cpu_workers <= 0:
-        cpu_workers = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    if cpu_workers <= 0:  # CPU phases (tuning builds, compilers) are multi-threaded: few slots, many threads each
+        cpu_workers = min(devices + 1, leases.cores())
     return devices, cpu_workers, jobs if jobs > 0 else cpu_workers + devices
+
+
+_BUSY: list[bool] = [False]  # this worker runs a job (a Ctrl-C then interrupts it)
+
+
+def _worker_init() -> None:
+    """Ctrl-C reaches every worker; one running a job is interrupted (the job records itself
+    KILLED), an idle one ignores it and is ended by the pool's shutdown (raising there would
+    print the pool's traceback, and a worker that dies breaks the pool for the running jobs)."""
+    def on_sigint(signum: int, frame: Any) -> None:
+        if _BUSY[0]:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
 
 
 def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleton_state: Any, job: str,
@@ -63,6 +77,7 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
     os.environ.update(env)
     broker = leases._client()
     assert broker is not None
+    _BUSY[0] = True
     try:
         device = broker.start(job)
         with open_dict(sweep_config):
@@ -73,6 +88,7 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
         return _picklable(ret)
     finally:
         broker.finish(job)
+        _BUSY[0] = False
 
 
 def _picklable(ret: Any) -> Any:
@@ -105,9 +121,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     devices, cpu_workers, jobs = resolve(int(launcher.devices), int(launcher.cpu_workers), int(launcher.jobs))
+    threads = max(1, leases.cores() // cpu_workers)  # each CPU slot's share of the cores
     broker, server, address = leases.serve(devices, cpu_workers)
-    log.info(f"Launching {len(job_overrides)} jobs load-aware: {jobs} at once, {cpu_workers} CPU worker(s), "
-             f"{devices} device(s) measured by one job at a time")
+    log.info(f"Launching {len(job_overrides)} jobs load-aware: {jobs} at once, {cpu_workers} CPU worker(s) of "
+             f"{threads} thread(s), {devices} device(s) measured by one job at a time")
     configs = []
     for i, overrides in enumerate(job_overrides):
         idx = initial_job_idx + i
@@ -118,9 +135,11 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             cfg.hydra.job.num = idx
         configs.append((idx, cfg))
     state = {**Singleton.get_state(), "omegaconf_resolvers": {}}
-    env = {leases.ENV_ADDRESS: address}
+    env = {leases.ENV_ADDRESS: address, leases.ENV_THREADS: str(threads),
+           "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", str(threads))}
     results: list[Any] = []
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"),
+                               initializer=_worker_init)
     futures: list[Any] = []
     try:
         futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",

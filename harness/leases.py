@@ -26,6 +26,22 @@ from typing import Any, cast
 
 ENV_ADDRESS = "HARNESS_LEASES"  # host:port:authkey (hex) of the broker
 ENV_JOB = "HARNESS_LEASE_JOB"  # the job this process works for
+ENV_THREADS = "HARNESS_CPU_THREADS"  # threads one CPU slot is worth (the launcher's cores // cpu_workers)
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def cpu_threads() -> int:
+    """Threads a job's CPU phase should use: every core, or under the load-aware launcher its
+    slot's share, so that jobs computing at once (each building on all its threads) do not
+    oversubscribe the machine. Backends with thread pools (tuning builds) size them with this."""
+    try:
+        return max(1, int(os.environ[ENV_THREADS]))
+    except (KeyError, ValueError):
+        return cores()
 
 
 @dataclass

@@ -39,7 +39,7 @@ class AutoTvmConfig(TvmConfig):
     trials: int = 1000  # measured candidates in all (MetaSchedule max_trials_global)
     trials_per_iter: int = 64
     tuner: str = "evolutionary-xgb"  # evolutionary-xgb, evolutionary-random, replay-trace, replay-func
-    build_threads: int = 0  # candidates compiled at once on the CPU (0: every core)
+    build_threads: int = 0  # candidates compiled at once on the CPU (0: every core, or the launcher's share)
     cuda_compiler: str = "auto"  # candidate builds on cuda: auto (nvcc if on PATH), nvcc, nvrtc
     runner: str = "inprocess"  # inprocess (this process), local (isolated worker), rpc (remote device)
     rpc_tracker: str = ""  # host:port of a TVM RPC tracker, for runner=rpc

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import leases
 from harness.leases import exclusive
 
 from .config import TUNERS
@@ -69,7 +70,7 @@ def _builder_class():
         def __init__(self, workdir: str, phases: PhaseTimes, threads: int = 0, progress=None):
             super().__init__()
             self.workdir, self.phases, self.progress = workdir, phases, progress
-            self.threads = threads or len(os.sched_getaffinity(0))
+            self.threads = threads or leases.cpu_threads()
 
         def build(self, build_inputs):
             t = time.perf_counter()
@@ -275,7 +276,8 @@ def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb",
         return 0
     _drop_unnamed_handlers()
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        tasks, work_dir=str(work_dir), strategy=strategy, seed=seed, num_threads="physical")
+        tasks, work_dir=str(work_dir), strategy=strategy, seed=seed,
+        num_threads=leases.cpu_threads() if os.environ.get(leases.ENV_THREADS) else "physical")
     scratch = tempfile.mkdtemp(prefix="tvm-tune-")
     builder = make_builder(scratch, phases, build_threads, progress)
     try:
