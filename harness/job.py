@@ -202,7 +202,11 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         if partial:  # what was measured before the interrupt is kept
             record.take(partial)
         line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
-    _lease_accounting(record)
+    waited = _lease_accounting(record)
+    if waited >= 1.0:  # the optimization cost and the run's time include it
+        note = f"waited {waited:.0f} s for the device or a CPU slot (load-aware launcher)"
+        record.notes = [*(record.notes or []), note]
+        line += f" | {note}"
     record.end(status, line, label)
     save_record(record, tr["results_dir"], pending=tr["enabled"])
     if sweep and sweep.get("sweep_id"):
@@ -237,16 +241,18 @@ def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str
     return " ".join([name, *extra])
 
 
-def _lease_accounting(record: Record) -> None:
-    """Under the load-aware launcher: what the job waited for and held, and on which device."""
+def _lease_accounting(record: Record) -> float:
+    """Under the load-aware launcher: what the job waited for and held, and on which device.
+    Returns the seconds it waited (0 under other launchers)."""
     from .leases import job_stats
 
     stats = job_stats()
     if not stats:
-        return
+        return 0.0
     record.metrics.update({f"launcher_{k}": float(stats[k]) for k in ("wait_s", "exclusive_s", "cpu_s")})
     record.params["launcher_device"] = stats["device"]
     record.artifacts["leases.json"] = json.dumps(stats, indent=1)
+    return float(stats["wait_s"])
 
 
 def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str, quiet: bool) -> Record | None:

@@ -31,7 +31,7 @@ class LoadAwareLauncherConf:
 
     _target_: str = "hydra_plugins.harness_loadaware.loadaware_launcher.LoadAwareLauncher"
     devices: int = 0  # devices to share out; 0: the CUDA GPUs visible here, or 1 (the CPU) without one
-    cpu_workers: int = 0  # jobs in a CPU phase at once, each with cores // cpu_workers threads; 0: devices + 1
+    cpu_workers: int = 0  # jobs in a CPU phase at once, each (cores - devices) // cpu_workers threads; 0: devices + 1
     jobs: int = 0  # jobs in flight at once; 0: cpu_workers + devices
 
 
@@ -121,7 +121,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     devices, cpu_workers, jobs = resolve(int(launcher.devices), int(launcher.cpu_workers), int(launcher.jobs))
-    threads = max(1, leases.cores() // cpu_workers)  # each CPU slot's share of the cores
+    # each CPU slot's share of the cores, less one core per device for the job measuring there (its
+    # launches: on the H100 host, a timing beside two 8-thread tuning jobs on 16 cores had outliers)
+    threads = max(1, (leases.cores() - devices) // cpu_workers)
     broker, server, address = leases.serve(devices, cpu_workers)
     log.info(f"Launching {len(job_overrides)} jobs load-aware: {jobs} at once, {cpu_workers} CPU worker(s) of "
              f"{threads} thread(s), {devices} device(s) measured by one job at a time")

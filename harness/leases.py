@@ -26,7 +26,7 @@ from typing import Any, cast
 
 ENV_ADDRESS = "HARNESS_LEASES"  # host:port:authkey (hex) of the broker
 ENV_JOB = "HARNESS_LEASE_JOB"  # the job this process works for
-ENV_THREADS = "HARNESS_CPU_THREADS"  # threads one CPU slot is worth (the launcher's cores // cpu_workers)
+ENV_THREADS = "HARNESS_CPU_THREADS"  # threads one CPU slot is worth ((cores - devices) // cpu_workers)
 
 
 def cores() -> int:

@@ -175,7 +175,7 @@ def test_loadaware_sweep_overlaps_cpu_phases_and_never_two_measurements(tmp_path
     basic.mkdir()
     res, la_wall = _sweep(la, "loadaware", "hydra.launcher.cpu_workers=4")
     assert res.returncode == 0, res.stderr[-3000:]
-    threads = max(1, leases.cores() // 4)
+    threads = max(1, (leases.cores() - 1) // 4)
     assert f"Launching 4 jobs load-aware: 5 at once, 4 CPU worker(s) of {threads} thread(s), 1 device(s)" \
         in res.stderr + res.stdout
     assert "ended without a result" not in res.stderr + res.stdout  # every job's return came back
@@ -186,6 +186,8 @@ def test_loadaware_sweep_overlaps_cpu_phases_and_never_two_measurements(tmp_path
     for r in records:
         assert r["metrics"]["launcher_exclusive_s"] >= 1.0 and r["params"]["launcher_device"] == 0
         assert "launcher_wait_s" in r["metrics"]
+        waited = r["metrics"]["launcher_wait_s"] >= 1.0  # then the line says so: it is in the optimization cost
+        assert waited == any(n.startswith("waited ") and "load-aware launcher" in n for n in r["notes"] or [])
     summary = json.loads(next(la.rglob("launcher.json")).read_text())
     assert summary["jobs"] == 4 and summary["device_busy_s"][0] >= 4.0
     state = json.loads(next((la / "records" / "sweeps").glob("*/sweep.json")).read_text())
