@@ -53,7 +53,9 @@ def _tracking(config: Any) -> dict[str, Any]:
 class SweepCallback(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
-        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config))
+        launcher = [o for o in config.hydra.overrides.hydra if o.startswith(("hydra/launcher=", "hydra.launcher."))]
+        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config),
+                                     launcher)
         info["study"] = str(config.get("sweep", {}).get("study", "") or "")
         sweeps.reap(results_dir)
         tracking = _tracking(config)
@@ -75,7 +77,9 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
-        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config))
+        launcher = [o for o in config.hydra.overrides.hydra if o.startswith(("hydra/launcher=", "hydra.launcher."))]
+        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config),
+                                     launcher)
         state = sweeps.end(results_dir, info["sweep_id"]) or {}
         ACTIVE.clear()
         jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))

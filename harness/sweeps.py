@@ -39,13 +39,16 @@ def _read(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def sweep_identity(overrides: list[str], results_dir: str | Path, device: str = "") -> dict[str, str]:
+def sweep_identity(overrides: list[str], results_dir: str | Path, device: str = "",
+                   launcher: list[str] | None = None) -> dict[str, str]:
     """The sweep id of a command: its overrides (order-free; ``sweep.*`` options excluded, so
     ``sweep.rerun=true`` continues the same sweep), its results folder and the device it runs on
-    (the same command on another GPU is another sweep: both are kept, as the devices study needs)."""
+    (the same command on another GPU is another sweep: both are kept, as the devices study needs).
+    The ``hydra/launcher`` overrides are shown in the command but leave the id alone: a sweep
+    resumed under another launcher is the same sweep."""
     kept = sorted(o for o in overrides if not o.lstrip("+~").startswith("sweep."))
     key = "\n".join([str(Path(results_dir).resolve()), *kept] + ([f"device {device}"] if device else []))
-    command = " ".join(["python -m harness -m", *overrides])
+    command = " ".join(["python -m harness -m", *(launcher or []), *overrides])
     shown = [o for o in kept if not o.lstrip("+~").startswith("tracking.")]
     return {"sweep_id": hashlib.sha1(key.encode()).hexdigest()[:12], "sweep_name": f"sweep {' '.join(shown)}"[:240],
             "sweep_command": command}

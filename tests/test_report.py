@@ -11,7 +11,7 @@ import pytest
 
 from harness.config import ConfigError
 from harness.report import Run, build_report
-from harness.report.tables import LAYOUTS, build_tables, same_run_table
+from harness.report.tables import LAYOUTS, build_tables, launcher_table, same_run_table
 
 REPO = Path(__file__).resolve().parent.parent
 PRESETS = ["schedules", "frameworks", "utilization", "specialization", "prune", "batchsize", "autotvm"]
@@ -174,3 +174,15 @@ def test_devices_study_runs_a_schedule_made_on_another_gpu(tmp_path):
     out = res.stdout + res.stderr
     assert "backend.schedule_device='nvidia-a100': no schedule of this search saved by that GPU" in out
     assert "(GPUs with one: nvidia-h200-141gb)" in out
+
+
+def test_the_launcher_table_compares_a_sweep_run_one_at_a_time_and_load_aware():
+    basic = {"sweep_id": "b", "started": "2026-11-23T22:48:22+00:00", "ended": "2026-11-23T22:53:58+00:00"}
+    la = {"sweep_id": "l", "started": "2026-11-23T22:43:31+00:00", "ended": "2026-11-23T22:48:07+00:00",
+          "launcher": {"makespan_s": 269.0, "jobs": 4, "devices": 1, "cpu_workers": 2,
+                       "device_utilization": [0.18], "wait_s": 192.0}}
+    assert launcher_table([basic], [4]) is None  # nothing to compare: no table
+    t = launcher_table([basic, la], [4, 4])
+    assert t is not None and t.rows == ["b", "l"]
+    assert t.grid()[1] == ["b", "one job at a time", "4", "336.0", "-", "-", "-"]
+    assert t.grid()[2] == ["l", "load-aware (2 CPU slots, 1 device(s))", "4", "276.0", "269.0", "18%", "192.0"]

@@ -42,6 +42,11 @@ def test_sweep_identity_is_the_command():
     assert a["sweep_id"] != sweeps.sweep_identity(["batch=1,2", "backend=ios,pytorch"], "/y")["sweep_id"]
     assert a["sweep_id"] != sweeps.sweep_identity(["batch=1,2", "backend=ios,pytorch"], "/x", "cuda:H100")["sweep_id"]
     assert a["sweep_name"] == "sweep backend=ios,pytorch batch=1,2"
+    la = sweeps.sweep_identity(["batch=1,2", "backend=ios,pytorch"], "/x", "",
+                               ["hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2"])
+    assert la["sweep_id"] == a["sweep_id"]  # resumed under another launcher: the same sweep
+    assert la["sweep_command"] == ("python -m harness -m hydra/launcher=loadaware hydra.launcher.cpu_workers=2 "
+                                   "batch=1,2 backend=ios,pytorch")
 
 
 def test_job_key_ignores_where_results_go():

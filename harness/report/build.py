@@ -14,7 +14,7 @@ from typing import Any
 
 from . import plots
 from .runs import Run, _tracker, find_sweeps, load_runs
-from .tables import LAYOUTS, Layout, Table, baseline_column, build_tables, op_table, same_run_table
+from .tables import LAYOUTS, Layout, Table, baseline_column, build_tables, launcher_table, op_table, same_run_table
 
 
 def _devices(runs: list[Run]) -> str:
@@ -56,7 +56,8 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     together (a study run on two machines); returns its folder. Logged to the first's parent run."""
     states = find_sweeps(results_dir, [name] if isinstance(name, str) else name)
     state = states[0]
-    runs = [run for s in states for run in load_runs(results_dir, s)]
+    per_sweep = [load_runs(results_dir, s) for s in states]
+    runs = [run for sweep_runs in per_sweep for run in sweep_runs]
     study = state.get("study") or ""
     layout = LAYOUTS.get(study, Layout())
     if baseline is None:
@@ -65,7 +66,8 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     folder = Path(out_dir) if out_dir else Path(results_dir) / "reports" / f"{study or 'sweep'}-{state['sweep_id']}"
     folder.mkdir(parents=True, exist_ok=True)
     tables = build_tables(runs, layout, baseline) if runs else []
-    tables += [t for t in (same_run_table(runs, layout), op_table(runs, layout)) if t is not None]
+    extra = (same_run_table(runs, layout), op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))))
+    tables += [t for t in extra if t is not None]
     md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
           f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "
           f"{sum(r.status == 'FINISHED' for r in runs)} finished. "

@@ -8,6 +8,8 @@ import html
 import io
 import math
 from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
 
 from ..sweeps import normal_baseline
 from .runs import IN_LABEL, Run
@@ -249,4 +251,28 @@ def same_run_table(runs: list[Run], layout: Layout) -> Table | None:
         t.cells.update({(name, "kept"): kept, (name, "Greedy"): ms["greedy"], (name, "Sequential"): ms["sequential"],
                         (name, "kept vs Greedy"): f"{ms['greedy'] / kept:.2f}x",
                         (name, "kept vs Sequential"): f"{ms['sequential'] / kept:.2f}x"})
+    return t
+
+
+def launcher_table(states: list[dict[str, Any]], jobs: list[int]) -> Table | None:
+    """How each sweep ran: one job at a time, or load-aware (makespan, device busy share, the
+    jobs' waits), so that the same sweep under two launchers compares in one report."""
+    if not any("launcher" in s for s in states):
+        return None
+    cols = ["launcher", "jobs", "wall s", "makespan s", "device busy", "jobs waited s"]
+    t = Table("how the sweeps ran", "sweep", [s["sweep_id"] for s in states], cols, digits=1, geomean=False)
+    for s, n in zip(states, jobs, strict=True):
+        la, sid = s.get("launcher") or {}, s["sweep_id"]
+        t.cells[(sid, "launcher")] = (f"load-aware ({la.get('cpu_workers')} CPU slots, {la.get('devices')} device(s))"
+                                      if la else "one job at a time")
+        t.cells[(sid, "jobs")] = str(n)
+        try:
+            t.cells[(sid, "wall s")] = (datetime.fromisoformat(s["ended"])
+                                        - datetime.fromisoformat(s["started"])).total_seconds()
+        except (KeyError, TypeError, ValueError):
+            t.cells[(sid, "wall s")] = "-"
+        t.cells[(sid, "makespan s")] = float(la["makespan_s"]) if la else "-"
+        t.cells[(sid, "device busy")] = (", ".join(f"{u:.0%}" for u in la.get("device_utilization", []))
+                                         if la else "-")
+        t.cells[(sid, "jobs waited s")] = float(la["wait_s"]) if la else "-"
     return t
