@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"),
                                initializer=_worker_init)
     futures: list[Any] = []
+    old_term = _sigterm_interrupts()
     try:
         futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
                                {**env, leases.ENV_JOB: f"job{idx}"}, devices) for idx, cfg in configs]
@@ -155,9 +157,11 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             except SystemExit:  # the job was interrupted in its worker and recorded KILLED there
                 raise KeyboardInterrupt from None
         pool.shutdown()
-    except KeyboardInterrupt:
-        _interrupted(pool, futures)
+    except KeyboardInterrupt as exc:
+        _interrupted(pool, futures, getattr(exc, "signum", signal.SIGINT))
     finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
         summary = broker.summary()
         (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
         server.stop_event.set()
@@ -167,14 +171,33 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     return results
 
 
-def _interrupted(pool: ProcessPoolExecutor, futures: list[Any]) -> None:
-    """Ctrl-C: jobs not started are dropped, running ones are interrupted (each records itself
-    KILLED, as under the basic launcher), the workers are ended and the sweep is ended KILLED;
-    one line, exit 130. A second Ctrl-C does not break this."""
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM to the launcher (a scheduler's time limit, `kill`): stop the sweep as Ctrl-C does,
+    so that the workers' jobs are interrupted and recorded, not left running as orphans."""
+
+    signum = signal.SIGTERM
+
+
+def _sigterm_interrupts() -> Any:
+    """Make SIGTERM raise :class:`_Terminated` (main thread only); returns the old handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    return signal.signal(signal.SIGTERM, on_term)
+
+
+def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], signum: int = signal.SIGINT) -> None:
+    """Ctrl-C or SIGTERM: jobs not started are dropped, running ones are interrupted (each records
+    itself KILLED, as under the basic launcher), the workers are ended and the sweep is ended
+    KILLED; one line, exit 128 + the signal. A second Ctrl-C does not break this."""
     from . import sweeps
     from .callbacks import ACTIVE
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for future in futures:
         future.cancel()
     procs = [p for p in getattr(pool, "_processes", {}).values() if p.is_alive()]
@@ -191,7 +214,7 @@ def _interrupted(pool: ProcessPoolExecutor, futures: list[Any]) -> None:
         sweeps.close_parents(ACTIVE["results_dir"])
     print("interrupted: the load-aware sweep stopped; finished and interrupted jobs keep their records "
           "(rerun the command to resume)", file=sys.stderr, flush=True)
-    raise SystemExit(128 + signal.SIGINT)
+    raise SystemExit(128 + signum)
 
 
 def register_hydra_plugin() -> None:

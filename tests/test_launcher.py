@@ -2,6 +2,7 @@
 sweeps of jobs with known phase lengths (``backend=overhead backend.cpu_s backend.exclusive_s``)
 under ``hydra/launcher=loadaware`` against the basic launcher."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -223,3 +224,40 @@ def test_ctrl_c_ends_a_loadaware_sweep_with_one_line_and_keeps_the_records(tmp_p
     assert state["status"] == "KILLED"
     statuses = {(r["config"]["backend"]["cpu_s"], r["status"]) for r in _records(tmp_path)}
     assert (120.0, "KILLED") in statuses and (120.0, "FINISHED") not in statuses and (1.0, "FINISHED") in statuses
+
+
+def _session_processes(sid: int) -> list[int]:
+    """Live processes of a session (the launcher's, started with start_new_session)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                state, _, _, session = (d / "stat").read_text().rsplit(")", 1)[1].split()[:4]
+                if int(session) == sid and state != "Z":
+                    found.append(int(d.name))
+    return found
+
+
+def test_sigterm_to_the_launcher_stops_its_workers_jobs_too(tmp_path):
+    """SIGTERM to the launcher alone (a scheduler's time limit): the running jobs are interrupted
+    and recorded KILLED, no worker is left running, exit 143, one line."""
+    import signal
+
+    cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
+           "model=sample", "backend=overhead", "backend.cpu_s=120", "batch=1,2", "runner=quick", "device=cpu",
+           f"tracking.results_dir={tmp_path}", "tracking=off"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    time.sleep(20)  # both jobs in their CPU phase
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=120)
+        time.sleep(2)
+        left = _session_processes(proc.pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group
+    assert left == [], left  # no orphaned worker still running a job
+    assert proc.returncode == 143, err[-3000:]
+    assert "interrupted: the load-aware sweep stopped" in err and "Traceback" not in err
+    assert sorted(r["status"] for r in _records(tmp_path)) == ["KILLED", "KILLED"]

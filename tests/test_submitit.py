@@ -81,8 +81,10 @@ def test_a_submitit_local_sweep_end_to_end(tmp_path):
     assert len(children) == 2 and {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
     assert {c.data.tags["harness.record_id"] for c in children} == {r["run_id"] for r in records}
     assert all(r.info.status == "FINISHED" for r in runs)
-    # the sweep is named by its task overrides, not by the launcher that ran it
-    assert parent.data.tags["harness.command"].startswith("python -m harness -m model=sample backend=overhead")
+    # the sweep is named by its task overrides; its command also shows the launcher that ran it
+    assert parent.info.run_name.startswith("sweep ") and "launcher" not in parent.info.run_name
+    assert parent.data.tags["harness.command"].startswith(
+        "python -m harness -m hydra/launcher=submitit_local model=sample backend=overhead")
 
 
 def test_a_failed_submitit_job_fails_the_command(tmp_path):
