@@ -34,6 +34,7 @@ class LoadAwareLauncherConf:
     devices: int = 0  # devices to share out; 0: the CUDA GPUs visible here, or 1 (the CPU) without one
     cpu_workers: int = 0  # jobs in a CPU phase at once, each (cores - devices) // cpu_workers threads; 0: devices + 1
     jobs: int = 0  # jobs in flight at once; 0: cpu_workers + devices
+    short_phase_s: float = 1.0  # a job whose last CPU phase was shorter starts its next without a slot (0: never)
 
 
 def resolve(devices: int, cpu_workers: int, jobs: int) -> tuple[int, int, int]:
@@ -125,7 +126,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     # each CPU slot's share of the cores, less one core per device for the job measuring there (its
     # launches: on the H100 host, a timing beside two 8-thread tuning jobs on 16 cores had outliers)
     threads = max(1, (leases.cores() - devices) // cpu_workers)
-    broker, server, address = leases.serve(devices, cpu_workers)
+    broker, server, address = leases.serve(devices, cpu_workers, float(launcher.short_phase_s))
     log.info(f"Launching {len(job_overrides)} jobs load-aware: {jobs} at once, {cpu_workers} CPU worker(s) of "
              f"{threads} thread(s), {devices} device(s) measured by one job at a time")
     configs = []

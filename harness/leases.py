@@ -57,16 +57,23 @@ class JobLeases:
     spans: list[tuple[float, float]] = field(default_factory=list)  # exclusive phases (start, end)
     holds_device: bool = False
     holds_cpu: bool = False
+    short: bool = False  # the CPU hold is a predicted-short phase, outside the slots
+    last_cpu_s: float | None = None  # the job's previous CPU phase: the prediction of its next
     since: float = 0.0  # when the current hold began
 
 
 class Broker:
-    """Grants devices (first come, first served per device) and CPU slots to jobs."""
+    """Grants devices (first come, first served per device) and CPU slots to jobs.
 
-    def __init__(self, devices: int, cpu_workers: int):
+    A job whose previous CPU phase lasted under ``short_phase_s`` runs its next one at once,
+    outside the slots: IOS does a moment's work between its stage timings, and waiting each time
+    for a slot held through a tuning job's long search and build phase left it (and its device)
+    idle for minutes on the H100. Seed 003 names such a predictive scheduler as its next step."""
+
+    def __init__(self, devices: int, cpu_workers: int, short_phase_s: float = 1.0):
         if devices < 1 or cpu_workers < 1:
             raise ValueError("a broker needs at least one device and one CPU worker")
-        self.devices, self.cpu_workers = devices, cpu_workers
+        self.devices, self.cpu_workers, self.short_phase_s = devices, cpu_workers, short_phase_s
         self.t0 = time.monotonic()
         self.cond = threading.Condition()
         self.jobs: dict[str, JobLeases] = {}
@@ -138,6 +145,9 @@ class Broker:
     def _take_cpu(self, job: str) -> None:
         with self.cond:
             j = self.jobs[job]
+            if j.last_cpu_s is not None and j.last_cpu_s < self.short_phase_s:  # predicted short: no wait
+                j.holds_cpu, j.short, j.since = True, True, self._now()
+                return
             self.cpu_queue.append(job)
             asked = self._now()
             while not (self.cpu_queue[0] == job and self._cpu_in_use() < self.cpu_workers):
@@ -148,11 +158,12 @@ class Broker:
             self.cond.notify_all()  # the next in line may fit too
 
     def _cpu_in_use(self) -> int:
-        return sum(j.holds_cpu for j in self.jobs.values())
+        return sum(j.holds_cpu and not j.short for j in self.jobs.values())
 
     def _drop_cpu(self, j: JobLeases) -> None:
-        j.cpu_s += self._now() - j.since
-        j.holds_cpu = False
+        j.last_cpu_s = self._now() - j.since
+        j.cpu_s += j.last_cpu_s
+        j.holds_cpu = j.short = False
 
     def _drop_device(self, job: str, j: JobLeases) -> None:
         now = self._now()
@@ -199,9 +210,9 @@ def _serve(server: Any) -> None:
         pass
 
 
-def serve(devices: int, cpu_workers: int) -> tuple[Broker, Any, str]:
+def serve(devices: int, cpu_workers: int, short_phase_s: float = 1.0) -> tuple[Broker, Any, str]:
     """Start a broker on loopback; returns (broker, manager to shut down, address for ENV_ADDRESS)."""
-    broker = Broker(devices, cpu_workers)
+    broker = Broker(devices, cpu_workers, short_phase_s)
     key = os.urandom(16)
     _Server.register("broker", callable=lambda: broker)
     manager = _Server(address=("127.0.0.1", 0), authkey=key)

@@ -115,6 +115,38 @@ def test_cpu_phases_stay_within_the_worker_budget():
     assert peak[0] == 2
 
 
+def test_a_job_whose_last_cpu_phase_was_short_does_not_wait_for_a_slot():
+    """One slot, held by a long CPU phase (a tuning job's search and build): a job coming off the
+    device after a short CPU phase goes straight on (IOS between stage timings); after a long one
+    it waits for the slot like any job."""
+    b = Broker(devices=1, cpu_workers=1, short_phase_s=0.3)
+    b.start("ios")  # its first CPU phase (the slot): a moment
+    b.enter_exclusive("ios")
+    tuner = threading.Thread(target=b.start, args=("tvm",))
+    tuner.start()
+    tuner.join(5)
+    assert b.jobs["tvm"].holds_cpu  # the slot is the tuning job's now
+    t = time.monotonic()
+    b.leave_exclusive("ios")  # predicted short: no wait
+    assert time.monotonic() - t < 0.2 and b.jobs["ios"].holds_cpu and b.jobs["ios"].short
+    assert b._cpu_in_use() == 1  # outside the slots
+    time.sleep(0.4)  # this CPU phase turns out long
+    b.enter_exclusive("ios")
+    came_back = threading.Event()
+
+    def off_device():
+        b.leave_exclusive("ios")
+        came_back.set()
+    th = threading.Thread(target=off_device)
+    th.start()
+    assert not came_back.wait(0.5)  # predicted long: it queues for the slot
+    b.finish("tvm")
+    assert came_back.wait(5) and not b.jobs["ios"].short
+    th.join(5)
+    b.finish("ios")
+    assert Broker(devices=1, cpu_workers=1, short_phase_s=0).short_phase_s == 0  # 0: never
+
+
 def test_exclusive_is_a_no_op_outside_the_launcher(monkeypatch):
     monkeypatch.delenv(leases.ENV_ADDRESS, raising=False)
     with leases.exclusive() as device:
