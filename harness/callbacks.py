@@ -50,12 +50,17 @@ def _tracking(config: Any) -> dict[str, Any]:
     return {"enabled": bool(tr.enabled), "uri": tr.uri, "experiment": tr.experiment}
 
 
+def _identity(config: Any) -> dict[str, str]:
+    """The sweep's id, name and command (with the launcher overrides it ran under)."""
+    launcher = [o for o in config.hydra.overrides.hydra if o.startswith(("hydra/launcher=", "hydra.launcher."))]
+    return sweeps.sweep_identity(list(config.hydra.overrides.task), config.tracking.results_dir,
+                                 sweeps.sweep_device(config), launcher)
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
-        launcher = [o for o in config.hydra.overrides.hydra if o.startswith(("hydra/launcher=", "hydra.launcher."))]
-        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config),
-                                     launcher)
+        info = _identity(config)
         info["study"] = str(config.get("sweep", {}).get("study", "") or "")
         sweeps.reap(results_dir)
         tracking = _tracking(config)
@@ -77,9 +82,7 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
-        launcher = [o for o in config.hydra.overrides.hydra if o.startswith(("hydra/launcher=", "hydra.launcher."))]
-        info = sweeps.sweep_identity(list(config.hydra.overrides.task), results_dir, sweeps.sweep_device(config),
-                                     launcher)
+        info = _identity(config)
         state = sweeps.end(results_dir, info["sweep_id"]) or {}
         ACTIVE.clear()
         jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))

@@ -34,14 +34,19 @@ def cores() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
+def cpu_share() -> int | None:
+    """The threads of this job's CPU slot under the load-aware launcher (None elsewhere)."""
+    try:
+        return max(1, int(os.environ[ENV_THREADS]))
+    except (KeyError, ValueError):
+        return None
+
+
 def cpu_threads() -> int:
     """Threads a job's CPU phase should use: every core, or under the load-aware launcher its
     slot's share, so that jobs computing at once (each building on all its threads) do not
     oversubscribe the machine. Backends with thread pools (tuning builds) size them with this."""
-    try:
-        return max(1, int(os.environ[ENV_THREADS]))
-    except (KeyError, ValueError):
-        return cores()
+    return cpu_share() or cores()
 
 
 @dataclass

@@ -102,14 +102,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def states(results_dir: str | Path) -> list[dict[str, Any]]:
+    """Every sweep kept under the results folder (its ``sweep.json``), by id."""
+    base = records_dir(results_dir) / "sweeps"
+    return [s for p in sorted(base.glob("*/sweep.json")) if (s := _read(p))] if base.is_dir() else []
+
+
 def reap(results_dir: str | Path, other_hosts: bool = False) -> list[str]:
     """Sweeps marked RUNNING whose process on this host is gone are ended as KILLED; with
     ``other_hosts`` also every RUNNING sweep of another machine (results copied home)."""
-    base = records_dir(results_dir) / "sweeps"
     reaped = []
-    for path in sorted(base.glob("*/sweep.json")) if base.is_dir() else []:
-        state = _read(path)
-        if state and state.get("status") == "RUNNING" and (
+    for state in states(results_dir):
+        if state.get("status") == "RUNNING" and (
                 (state.get("host") == platform.node() and not _alive(int(state.get("pid", 0))))
                 or (other_hosts and state.get("host") != platform.node())):
             end(results_dir, state["sweep_id"], "KILLED")
@@ -127,13 +131,11 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
     Returns how many were closed; a store that is down leaves them for a later call."""
     from .tracking import Tracker, mlflow_available
 
-    base = records_dir(results_dir) / "sweeps"
-    if not mlflow_available() or not base.is_dir():
+    if not mlflow_available():
         return 0
     closed = 0
-    for path in sorted(base.glob("*/sweep.json")):
-        state = _read(path)
-        if not state or state.get("status") not in TERMINAL or state.get("parent_closed"):
+    for state in states(results_dir):
+        if state.get("status") not in TERMINAL or state.get("parent_closed"):
             continue
         tr = state.get("tracking") or {}
         if not tr.get("enabled", True) and uri is None:
@@ -148,6 +150,7 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
             t.client.set_terminated(parent, state["status"])
         except Exception:  # store down: the state stays open for the next upload
             continue
+        path = sweep_dir(results_dir, state["sweep_id"]) / "sweep.json"
         now = _read(path) or {}
         if now.get("status") == state["status"] and now.get("started") == state.get("started"):  # not restarted
             now["parent_closed"] = True

@@ -77,12 +77,6 @@ class Run:
         return f"failed: {text or kind}"
 
 
-def _states(results_dir: str | Path) -> list[dict[str, Any]]:
-    """Every sweep kept under the results folder (its ``sweep.json``)."""
-    base = sweeps.records_dir(results_dir) / "sweeps"
-    return [s for p in sorted(base.glob("*/sweep.json")) if (s := sweeps._read(p))] if base.is_dir() else []
-
-
 def _of_study(states: list[dict[str, Any]], study: str) -> list[dict[str, Any]]:
     """The sweeps of a study, oldest first."""
     return sorted((s for s in states if s.get("study") == study), key=lambda s: s.get("started") or "")
@@ -90,7 +84,7 @@ def _of_study(states: list[dict[str, Any]], study: str) -> list[dict[str, Any]]:
 
 def find_sweep(results_dir: str | Path, name: str) -> dict[str, Any]:
     """A sweep's state by id, or the newest sweep of a study; the error lists what exists."""
-    states = _states(results_dir)
+    states = sweeps.states(results_dir)
     for s in states:
         if s["sweep_id"] == name:
             return s
@@ -111,7 +105,7 @@ def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any
     from .tables import LAYOUTS
 
     if len(names) == 1 and names[0] in LAYOUTS and LAYOUTS[names[0]].combine:
-        found = _of_study(_states(results_dir), names[0])
+        found = _of_study(sweeps.states(results_dir), names[0])
         if found:
             return found
     states = [find_sweep(results_dir, n) for n in names]

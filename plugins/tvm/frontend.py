@@ -4,10 +4,10 @@ target TVM compiles for on each device."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from harness.backend import BackendError
+from harness.leases import cores
 from ios_core.ir import Graph
 
 
@@ -48,7 +48,7 @@ def make_target(device: str):
                                f"driver); run with device=cpu, or check nvidia-smi")
         return tvm.target.Target.from_device(dev)
     return tvm.target.Target({"kind": "llvm", "mcpu": codegen.llvm_get_system_cpu(),
-                              "num-cores": len(os.sched_getaffinity(0))})
+                              "num-cores": cores()})
 
 
 def device_of(target):

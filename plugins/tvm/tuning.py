@@ -277,7 +277,7 @@ def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb",
     _drop_unnamed_handlers()
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         tasks, work_dir=str(work_dir), strategy=strategy, seed=seed,
-        num_threads=leases.cpu_threads() if os.environ.get(leases.ENV_THREADS) else "physical")
+        num_threads=leases.cpu_share() or "physical")
     scratch = tempfile.mkdtemp(prefix="tvm-tune-")
     builder = make_builder(scratch, phases, build_threads, progress)
     try:
