@@ -10,6 +10,26 @@ import numpy as np
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
+#: the values of a backend's ``channels_last`` option: ``auto`` times both layouts and keeps the faster
+LAYOUT_CHOICES = ("auto", "true", "false")
+
+
+def parse_channels_last(value: object) -> bool | None:
+    """``True``/``False`` for a forced layout (NHWC / NCHW), ``None`` for ``auto`` (choose by
+    measurement). Accepts what Hydra hands a ``str`` field: ``True`` arrives as ``'True'``."""
+    text = str(value).strip().lower()
+    if text in ("auto", ""):
+        return None
+    if text in ("true", "1", "yes", "on", "nhwc"):
+        return True
+    if text in ("false", "0", "no", "off", "nchw"):
+        return False
+    raise ValueError(f"channels_last={value!r} is invalid; choose one of: {', '.join(LAYOUT_CHOICES)}")
+
+
+def layout_name(channels_last: bool) -> str:
+    return "nhwc" if channels_last else "nchw"
+
 
 class TorchTarget:
     def __init__(self, device: str, precision: str, channels_last: bool = False):
