@@ -12,6 +12,7 @@ from ..interpreters.base import weighted_nodes
 from ..ir import Graph, Node
 from ..schedule.merge import rewrite_stages
 from ..schedule.schedule import Stage
+from .kernels import KernelTable
 from .ops import RuntimeOps
 from .program import StreamProgram, remaining_path
 from .target import TorchTarget
@@ -22,8 +23,10 @@ class PartTimer:
     """``timer(stages) -> ms``: the ``measure_part`` callable of :func:`ios_core.schedule.optimize`."""
 
     def __init__(self, graph: Graph, target: TorchTarget, batch: int, mode: str = "edges", captured: bool = True,
-                 timing: TimingConfig | None = None, fuse: bool = True, follow_chains: bool = True):
+                 timing: TimingConfig | None = None, fuse: bool = True, follow_chains: bool = True,
+                 kernels: KernelTable | None = None):
         self.graph, self.target, self.batch = graph, target, batch
+        self.kernels = kernels
         cuda = target.device.type == "cuda"
         self.mode = mode if cuda else "threads"
         self.captured = captured and cuda
@@ -73,7 +76,7 @@ class PartTimer:
                             if v.node not in inside and v.node not in env:
                                 env[v.node] = self._input(v.node)
                                 channels[v.node] = env[v.node].shape[1]
-        ops = RuntimeOps(channels, params, fuse=self.fuse)
+        ops = RuntimeOps(channels, params, fuse=self.fuse, kernels=self.kernels)
         prog = StreamProgram(groups, ops, self.mode, barriers=[st.barrier for st in stages], priority=self.priority,
                              follow_chains=self.follow_chains)
         with torch.inference_mode():

@@ -13,6 +13,7 @@ import torch
 from ..interpreters.base import weight_params
 from ..ir import Graph
 from ..schedule import Schedule, apply_merges
+from .kernels import KernelTable
 from .ops import RuntimeOps, graph_channels
 from .program import StreamProgram, remaining_path
 from .target import TorchTarget
@@ -28,7 +29,8 @@ class ScheduledModel:
     every runtime runs multi-group stages on a thread pool)."""
 
     def __init__(self, graph: Graph, schedule: Schedule, device: str = "cpu", precision: str = "fp32",
-                 runtime: str = "graph", channels_last: bool = False, fuse: bool = True, follow_chains: bool = True):
+                 runtime: str = "graph", channels_last: bool = False, fuse: bool = True, follow_chains: bool = True,
+                 kernels: KernelTable | None = None):
         if runtime not in RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r}; choose one of: {', '.join(RUNTIMES)}")
         schedule.check(graph)
@@ -39,7 +41,7 @@ class ScheduledModel:
         on_cuda = self.target.device.type == "cuda"
         mode, self.captured = RUNTIMES[runtime] if on_cuda else ("threads", False)
         params = weight_params(self.graph, self.target.tensor)
-        self.ops = RuntimeOps(graph_channels(self.graph), params, fuse=fuse and on_cuda)
+        self.ops = RuntimeOps(graph_channels(self.graph), params, fuse=fuse and on_cuda, kernels=kernels)
         plan_stages = self.plan.stages()
         self.stages = [[[self.graph.node(n) for n in g] for g in st.groups] for st in plan_stages]
         self.program = StreamProgram(self.stages, self.ops, mode, barriers=[st.barrier for st in plan_stages],

@@ -1,6 +1,7 @@
 """Torch ops for the runtime: the IR's torch interpreter reading weights and channel
 counts from plain dicts (so a stage can run outside its graph, e.g. a merged conv being
-measured), with cuDNN's fused conv + bias + ReLU where torch exposes it."""
+measured), with cuDNN's fused conv + bias + ReLU where torch exposes it, and the kernel
+:class:`~.kernels.KernelTable` chose for each convolution."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import numpy as np
 import torch
 
 from ..interpreters.base import Interpreter
-from ..interpreters.torch import TorchOps
+from ..interpreters.torch import TorchOps, torch_activation
 from ..ir import Graph, Node
 from ..ir.nodes import Conv, Linear, Sequential
+from .kernels import KernelTable, conv_gemm
 
 Params = dict[str, tuple[torch.Tensor, torch.Tensor | None]]
 
@@ -18,11 +20,13 @@ Params = dict[str, tuple[torch.Tensor, torch.Tensor | None]]
 class RuntimeOps(TorchOps):
     target = "ios runtime"
 
-    def __init__(self, channels: dict[str, int], params: Params, fuse: bool = True):
+    def __init__(self, channels: dict[str, int], params: Params, fuse: bool = True,
+                 kernels: KernelTable | None = None):
         Interpreter.__init__(self, None)  # type: ignore[arg-type]
         self._channels = channels
         self.params = params
         self.fuse = fuse
+        self.kernels = kernels
         self.module = self  # TorchOps reads weights through module.params_of
 
     def params_of(self, node: Node) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -32,8 +36,16 @@ class RuntimeOps(TorchOps):
         return self._channels[name]
 
     def visit_conv(self, node: Conv, x):
+        impl = "cudnn" if self.kernels is None else self.kernels.impl(node, x, lambda i: self.conv(i, node, x))
+        return self.conv(impl, node, x)
+
+    def conv(self, impl: str, node: Conv, x):
+        """``node`` on ``x`` with the implementation ``impl`` (see :mod:`.kernels`)."""
+        w, b = self.params[node.name]
+        if impl == "gemm":
+            y = conv_gemm(x, w, b)
+            return torch_activation(y, node.act)
         if self.fuse and node.act == "relu" and x.is_cuda:
-            w, b = self.params[node.name]
             return torch.cudnn_convolution_relu(x, w, b, node.stride, node.padding, (1, 1), node.groups)
         return super().visit_conv(node, x)
 

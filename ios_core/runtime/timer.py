@@ -28,6 +28,7 @@ import torch
 
 from ..interpreters.base import weighted_nodes
 from ..ir import Graph, Node
+from .kernels import KernelTable
 from .ops import Params, RuntimeOps, random_params
 from .program import StreamProgram
 from .streams import capture_stream
@@ -137,11 +138,21 @@ def _time_captured(target: TorchTarget, works: list[Work], tc: TimingConfig) -> 
     return [float(np.median(t)) for t in times]
 
 
+def kernel_timer(target: TorchTarget, guard=None) -> Callable[[list[Callable[[], object]]], list[float]]:
+    """The :class:`KernelTable`'s instrument: candidate convs captured together and replayed
+    back to back (warm: a kernel's choice should not hinge on where its weights were)."""
+    tc = TimingConfig(warmup=2, number=5, repeat=3, cold=False, guard=guard)
+    cuda = target.device.type == "cuda"
+    return lambda calls: time_works(target, [(c, []) for c in calls], cuda, tc)
+
+
 class StageTimer:
     def __init__(self, target: TorchTarget, batch: int, mode: str = "edges", captured: bool = True,
                  warmup: int = 2, number: int = 5, repeat: int = 3, fuse: bool = True, cold: bool = True,
-                 guard: Callable[[], contextlib.AbstractContextManager[object]] | None = None):
+                 guard: Callable[[], contextlib.AbstractContextManager[object]] | None = None,
+                 kernels: KernelTable | None = None):
         self.target, self.batch = target, batch
+        self.kernels = kernels
         self.cuda = target.device.type == "cuda"
         self.mode = mode if self.cuda else "threads"
         self.captured = captured and self.cuda
@@ -189,7 +200,7 @@ class StageTimer:
                             assert shape is not None
                             env[v.node] = self._input(shape)
                             channels[v.node] = shape[0]
-        ops = RuntimeOps(channels, self.current, fuse=self.fuse)
+        ops = RuntimeOps(channels, self.current, fuse=self.fuse, kernels=self.kernels)
         prog = StreamProgram([groups], ops, self.mode)
         return (lambda: prog.run(dict(env))), list(env.values())
 

@@ -14,9 +14,13 @@ from harness.leases import exclusive
 from ios_core.cost import AnalyticCostModel, CalibratedCostModel, CostCache, MeasuredCostModel, bounds
 from ios_core.inputs import seeded_input
 from ios_core.ir import Graph
+from ios_core.passes import apply_passes
 from ios_core.runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
 from ios_core.runtime.insitu import PartTimer
-from ios_core.runtime.timer import TimingConfig
+from ios_core.runtime.kernels import KernelTable
+from ios_core.runtime.layout import faster_layout, time_layouts
+from ios_core.runtime.target import layout_name, parse_channels_last
+from ios_core.runtime.timer import TimingConfig, kernel_timer
 from ios_core.schedule import Schedule, ScheduleError, greedy, optimize, sequential
 from ios_core.workload import Workload
 
@@ -47,6 +51,16 @@ class IosBackend(Backend[IosConfig]):
     def store(self) -> Path:
         return store_dir(self.cfg.store)
 
+    def kernel_table(self, target: TorchTarget, choices: dict[str, str] | None = None) -> KernelTable:
+        """One table per run: the search's stage timings, the in-situ choice and the final model
+        use the same kernel for the same convolution."""
+        if self._kernels is None:
+            timer = kernel_timer(target, guard=exclusive) if target.device.type == "cuda" else None
+            self._kernels = KernelTable(self.cfg.kernels, timer, choices)
+        return self._kernels
+
+    _kernels: KernelTable | None = None
+
     def cost_model(self, target: TorchTarget, work: Workload):
         """(the DP's cost model, the screening model or None, the measured model to close or None).
 
@@ -64,12 +78,12 @@ class IosBackend(Backend[IosConfig]):
             return analytic, None, None
         mode, captured = RUNTIMES[cfg.runtime]
         timer = StageTimer(target, batch, mode, captured, cfg.warmup, cfg.number, cfg.repeat,
-                           cfg.fuse, cfg.cold, guard=exclusive)
+                           cfg.fuse, cfg.cold, guard=exclusive, kernels=self.kernel_table(target))
         import torch
 
-        context = ("v2", device_name, torch.__version__, torch.backends.cudnn.version(), batch, precision,
-                   cfg.runtime, cfg.channels_last, cfg.fuse, cfg.number,
-                   cfg.repeat, cfg.cold)
+        context = ("v3", device_name, torch.__version__, torch.backends.cudnn.version(), batch, precision,
+                   cfg.runtime, target.channels_last, cfg.fuse, cfg.number,
+                   cfg.repeat, cfg.cold, cfg.kernels, *sorted(cfg.passes))
         cache = CostCache(self.store / "cache" / f"stage_costs-{slug(device_name)}.json")
         measured = MeasuredCostModel(timer, cache, context)
         calibrated = CalibratedCostModel(measured, analytic)
@@ -79,37 +93,80 @@ class IosBackend(Backend[IosConfig]):
             return measured, calibrated, measured
         return measured, None, measured
 
-    def schedule_path(self, work: Workload) -> Path:
+    def _digest(self, keys: tuple[str, ...], **more) -> str:
+        settings = json.dumps({**{k: getattr(self.cfg, k) for k in keys}, **more}, sort_keys=True, default=str)
+        return hashlib.sha1(settings.encode()).hexdigest()[:10]
+
+    def _stem(self, work: Workload) -> Path:
+        return (self.store / "schedules" / f"{work.graph.name}-{work.graph.hash()}" /
+                f"{slug(work.device_name)}-bs{work.batch}-{work.precision}")
+
+    def schedule_path(self, work: Workload, channels_last: bool | None = None) -> Path:
         c = self.cfg
         algo = c.schedule
         # every setting that can change the searched schedule is in the name (a short hash),
         # so changing one of them searches again instead of reusing another setting's answer
         keys = ("r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime", "streams",
-                "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "channels_last")
-        settings = json.dumps({k: getattr(c, k) for k in keys}, sort_keys=True, default=str)
-        digest = hashlib.sha1(settings.encode()).hexdigest()
-        extra = "" if algo in ("sequential", "greedy") else f"-r{c.r}-s{c.s}-k{c.keep}-{digest[:10]}"
-        return (self.store / "schedules" / f"{work.graph.name}-{work.graph.hash()}" /
-                f"{slug(work.device_name)}-bs{work.batch}-{work.precision}-{algo}{extra}.json")
+                "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels", "passes")
+        layout = parse_channels_last(c.channels_last) if channels_last is None else channels_last
+        digest = self._digest(keys, channels_last=bool(layout))
+        extra = "" if algo in ("sequential", "greedy") else f"-r{c.r}-s{c.s}-k{c.keep}-{digest}"
+        return self._stem(work).with_name(self._stem(work).name + f"-{algo}{extra}.json")
+
+    def choose_layout(self, work: Workload, device: str, metrics: dict[str, float]) -> tuple[bool, str]:
+        """(channels_last, how it was chosen): forced by the option, NCHW on the CPU, or on
+        CUDA the faster of both layouts under Greedy (saved beside the schedules, so a later
+        run of the same workload and settings reuses the choice without timing)."""
+        cfg = self.cfg
+        forced = parse_channels_last(cfg.channels_last)
+        if forced is not None:
+            return forced, "forced"
+        if device != "cuda":
+            return False, "default"
+        digest = self._digest(("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes"))
+        path = self._stem(work).with_name(self._stem(work).name + f"-layout-{digest}.json")
+        if path.is_file() and not cfg.research:
+            try:
+                saved = json.loads(path.read_text())
+                times = {k: float(saved["ms"][k]) for k in ("nchw", "nhwc")}
+                metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
+                return bool(saved["channels_last"]), "reused"
+            except (ValueError, KeyError, TypeError):
+                pass  # a damaged choice file is timed again
+        mode, captured = RUNTIMES[cfg.runtime]
+        timing = TimingConfig(cfg.warmup + 1, cfg.number, cfg.repeat + 2, cold=False, guard=exclusive)
+        times = time_layouts(work.graph, work.batch, device, work.precision, mode=mode, captured=captured,
+                             fuse=cfg.fuse, follow_chains=cfg.streams == "chains", greedy_streams=cfg.greedy_streams,
+                             kernels=self.kernel_table, timing=timing)
+        metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
+        channels_last = faster_layout(times)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"channels_last": channels_last, "ms": times}, indent=1))
+        return channels_last, "measured"
 
     def search(self, target: TorchTarget, work: Workload, metrics: dict[str, float]) -> Schedule:
         """The DP, then the in-situ choice among each part's candidates."""
         cfg = self.cfg
         algo = cfg.schedule
         cost, screen, measured = self.cost_model(target, work)
-        measure_part = None
+        measure_part = measure_whole = None
         if cfg.select:
             mode, captured = RUNTIMES[cfg.runtime]
             # candidates are timed like stages, with one more warmup replay and two more replays
             timing = TimingConfig(cfg.warmup + 1, cfg.number, cfg.repeat + 2,
                                   cfg.cold and target.device.type == "cuda", guard=exclusive)
+            chains, kernels = cfg.streams == "chains", self.kernel_table(target)
             measure_part = PartTimer(work.graph, target, work.batch, mode, captured, timing, fuse=cfg.fuse,
-                                     follow_chains=cfg.streams == "chains")
+                                     follow_chains=chains, kernels=kernels)
+            # the finalists are timed as the protocol will run the model: replayed back to back
+            warm = TimingConfig(timing.warmup, timing.number, timing.repeat, cold=False, guard=exclusive)
+            measure_whole = PartTimer(work.graph, target, work.batch, mode, captured, warm, fuse=cfg.fuse,
+                                      follow_chains=chains, kernels=kernels)
         try:
             sched = optimize(work, cost, algo, r=cfg.r, s=cfg.s, part_size=cfg.part_size, ending=cfg.ending,
                              progress=cfg.progress, keep=cfg.keep, prune=cfg.prune, measure_part=measure_part,
                              greedy_streams=cfg.greedy_streams, screen=screen,
-                             screen_limit=cfg.screen_limit)
+                             screen_limit=cfg.screen_limit, measure_whole=measure_whole if cfg.select else None)
         finally:
             if measured is not None:
                 measured.close()
@@ -122,16 +179,26 @@ class IosBackend(Backend[IosConfig]):
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         cfg = self.cfg
-        target = TorchTarget(device, precision, cfg.channels_last)
-        work = Workload(graph, batch, precision, target.device_name())
-        device_name = work.device_name
-        metrics: dict[str, float] = {}
         t = time.perf_counter()
+        given = self._load(cfg.schedule_file, None, "backend.schedule_file") if cfg.schedule_file else None
+        # a given schedule was made for the graph its passes produced: apply those, not today's defaults
+        passes = given.options.get("passes", []) if given is not None else cfg.passes
+        graph, rewrites = apply_passes(graph, passes)
+        metrics: dict[str, float] = {f"pass_{k}": float(v) for k, v in rewrites.items()}
+        probe = TorchTarget(device, precision)
+        work = Workload(graph, batch, precision, probe.device_name())
+        device_name = work.device_name
         searched = work.at_batch(cfg.opt_batch or batch)  # specialization: a schedule made for another batch size
-        path = self.schedule_path(searched)
-        foreign = None if cfg.schedule_file else self.foreign_schedule(path, device_name)  # a given file wins
-        if cfg.schedule_file:
-            sched = self._load(cfg.schedule_file, graph, "backend.schedule_file")
+        if given is not None and "channels_last" in given.stats and parse_channels_last(cfg.channels_last) is None:
+            channels_last, layout_how = bool(given.stats["channels_last"]), "schedule file"
+        else:
+            channels_last, layout_how = self.choose_layout(searched, device, metrics)
+        target = TorchTarget(device, precision, channels_last)
+        kernels = self.kernel_table(target)
+        path = self.schedule_path(searched, channels_last)
+        foreign = None if given is not None else self.foreign_schedule(path, device_name)  # a given file wins
+        if given is not None:
+            sched = self._check(given, graph, "backend.schedule_file")
         elif foreign is not None:
             sched = self._load(str(foreign), graph, "backend.schedule_device")
         else:
@@ -150,23 +217,28 @@ class IosBackend(Backend[IosConfig]):
                 sched = self.search(target, searched, metrics)
                 metrics["search_reused"] = 0.0
             sched.batch, sched.device, sched.precision = searched.batch, device_name, precision
-        metrics["search_cost_s"] = time.perf_counter() - t
-        if cfg.schedule_file or foreign is not None:
-            path = foreign or Path(cfg.schedule_file)  # run as given, never saved
-        else:
-            sched.to_json(path)
+        kernels.choices.update({k: v for k, v in sched.stats.get("kernels", {}).items() if k not in kernels.choices})
         if cfg.bounds:  # under the configured cost model, so comparable with predicted_ms
             cost, _, measured = self.cost_model(target, work)
             metrics.update(bounds(graph, cost))
             if measured is not None:
                 measured.close()
-        model = ScheduledModel(graph, sched, device, precision, cfg.runtime, cfg.channels_last,
-                               cfg.fuse, follow_chains=cfg.streams == "chains")
-        infer, load = model.prepare(batch)
-        metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()))
+        model = ScheduledModel(graph, sched, device, precision, cfg.runtime, channels_last,
+                               cfg.fuse, follow_chains=cfg.streams == "chains", kernels=kernels)
+        infer, load = model.prepare(batch)  # the warm-up calls before capture settle every conv's kernel
+        metrics["search_cost_s"] = time.perf_counter() - t
+        sched.options["passes"] = list(passes)
+        sched.stats.update(channels_last=channels_last, kernels=dict(sorted(kernels.choices.items())))
+        if cfg.schedule_file or foreign is not None:
+            path = foreign or Path(cfg.schedule_file)  # run as given, never saved
+        else:
+            sched.to_json(path)
+        metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()), **kernels.counts())
         artifacts = {"schedule.json": sched.to_json()}
         if "parts" in sched.stats.get("selection", {}):
             artifacts["selection.json"] = json.dumps(sched.stats["selection"], indent=1)
+        if kernels.timings:
+            artifacts["kernel_choice.json"] = json.dumps(kernels.timings, indent=1)
         if cfg.profile:
             from ios_core.runtime.profile import profile, profile_json, timeline_svg
 
@@ -181,7 +253,8 @@ class IosBackend(Backend[IosConfig]):
                         artifacts=artifacts, metrics=metrics,
                         params={"schedule_path": str(path), "schedule_made_on": sched.device or device_name,
                                 "schedule_batch": sched.batch or searched.batch, "runtime_mode": model.mode,
-                                "captured": model.captured,
+                                "captured": model.captured, "layout": layout_name(channels_last),
+                                "layout_chosen_by": layout_how, "passes": ",".join(passes) or "none",
                                 "ios_final": sched.stats.get("selection", {}).get("final", "")})
 
     def foreign_schedule(self, path: Path, device_name: str) -> Path | None:
@@ -205,10 +278,17 @@ class IosBackend(Backend[IosConfig]):
                            f"by that GPU under {path.parent} (GPUs with one: {others}); run the same search there and "
                            "copy its store's schedules/ folder here")
 
-    @staticmethod
-    def _load(path: str, graph: Graph, what: str) -> Schedule:
+    @classmethod
+    def _load(cls, path: str, graph: Graph | None, what: str) -> Schedule:
         try:
             sched = Schedule.load(path)
+        except ScheduleError as exc:
+            raise BackendError(f"{what}: {exc}") from None
+        return sched if graph is None else cls._check(sched, graph, what)
+
+    @staticmethod
+    def _check(sched: Schedule, graph: Graph, what: str) -> Schedule:
+        try:
             sched.check(graph)
         except ScheduleError as exc:
             raise BackendError(f"{what}: {exc}") from None

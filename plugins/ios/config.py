@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.config import BackendConfig, ConfigError, at_least, choose
+from ios_core.passes import PASSES
 from ios_core.runtime import RUNTIMES
+from ios_core.runtime.kernels import KERNEL_MODES
+from ios_core.runtime.target import LAYOUT_CHOICES, parse_channels_last
 from ios_core.schedule import ALGORITHMS, ENDINGS
 
 COST_MODELS = ("auto", "measured", "calibrated", "analytic")
+#: graph passes on by default: each measured on/off on the H100 (BENCHMARKS.md, "IOS on the fastest kernels")
+DEFAULT_PASSES = ("fold_bias", "pool_conv")
 
 
 @dataclass
@@ -33,8 +38,10 @@ class IosConfig(BackendConfig):
     greedy_streams: int = 10
     profile: bool = False  # per-stage latencies and a timeline as artifacts
     bounds: bool = True  # critical-path and sum-of-ops bounds as metrics
-    channels_last: bool = False
+    channels_last: str = "auto"  # auto (time both layouts on CUDA, keep the faster), true (NHWC), false (NCHW)
     fuse: bool = True  # cuDNN conv+bias+ReLU on CUDA
+    passes: list[str] = field(default_factory=lambda: list(DEFAULT_PASSES))  # graph rewrites (ios_core.passes)
+    kernels: str = "auto"  # per conv: auto (time cuDNN and GEMM, keep the faster), cudnn, gemm
     warmup: int = 2  # stage timing for the measured cost model: warmup replays,
     number: int = 5  # copies per captured graph (each after an L2 flush),
     repeat: int = 3  # and replays; the median of number x repeat samples
@@ -48,6 +55,13 @@ class IosConfig(BackendConfig):
         choose("backend.cost_model", self.cost_model, COST_MODELS)
         choose("backend.runtime", self.runtime, RUNTIMES)
         choose("backend.streams", self.streams, ("chains", "stage-order"))
+        choose("backend.kernels", self.kernels, KERNEL_MODES)
+        try:
+            parse_channels_last(self.channels_last)
+        except ValueError:
+            choose("backend.channels_last", self.channels_last, LAYOUT_CHOICES)
+        for p in self.passes:
+            choose("backend.passes", p, PASSES)
         if self.opt_batch < 0:
             raise ConfigError(f"backend.opt_batch={self.opt_batch} must be >= 0 (0: the run's batch)")
         at_least("backend.", self, 1, "r", "s", "part_size", "greedy_streams", "number", "repeat", "keep",

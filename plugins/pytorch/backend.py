@@ -1,39 +1,23 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
-from harness.config import BackendConfig, choose
 from ios_core.interpreters.torch import to_torch
 from ios_core.ir import Graph
-from ios_core.runtime.target import TorchTarget
+from ios_core.runtime.target import TorchTarget, layout_name, parse_channels_last
 
+from .config import COMPILE_LABELS, COMPILE_MODES, LABELS, Mode, PyTorchConfig
+from .deadline import Deadline
+from .layout import faster_layout, time_ms
 
-class Mode(str, Enum):
-    eager = "eager"
-    cudagraph = "cudagraph"
-    compile = "compile"
+__all__ = ["COMPILE_MODES", "Mode", "PyTorchBackend", "PyTorchConfig", "faster_layout"]
 
-
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
-
-
-@dataclass
-class PyTorchConfig(BackendConfig):
-    name: str = "pytorch"
-    mode: Mode = Mode.eager
-    compile_mode: str = "default"  # one of COMPILE_MODES (torch.compile's spelling)
-    channels_last: bool = False
-
-    def check(self) -> None:
-        choose("backend.compile_mode", self.compile_mode, COMPILE_MODES)
-
-
-_LABELS = {"eager": "PyTorch", "cudagraph": "PyTorch-CUDAGraph"}
-_COMPILE_LABELS = {"default": "TorchCompile", "reduce-overhead": "TorchCompile-RO", "max-autotune": "TorchCompile-MA"}
+#: one layout's ready model: (its target, infer, load_input)
+Built = tuple[TorchTarget, Callable[[Any], Any], Callable[[np.ndarray], Any]]
 
 
 class PyTorchBackend(Backend[PyTorchConfig]):
@@ -47,29 +31,64 @@ class PyTorchBackend(Backend[PyTorchConfig]):
 
     def label(self) -> str:
         mode = self.cfg.mode.value
-        return _COMPILE_LABELS[self.cfg.compile_mode] if mode == "compile" else _LABELS[mode]
+        return COMPILE_LABELS[self.cfg.compile_mode] if mode == "compile" else LABELS[mode]
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+        mode = self.cfg.mode.value
+        if mode == "cudagraph" and device != "cuda":
+            raise BackendError("backend.mode=cudagraph needs device=cuda (CUDA graphs do not exist on the CPU)")
+        x = np.zeros((batch, *graph.input_shape), np.float32)
+        metrics: dict[str, float] = {}
+        forced = parse_channels_last(self.cfg.channels_last)
+        if forced is not None:
+            channels_last, chosen_by = forced, "forced"
+        elif device != "cuda":  # the CPU: the model's own layout, nothing timed
+            channels_last, chosen_by = False, "default"
+        elif mode == "compile":
+            # Inductor chooses its own layouts inside the compiled graph, and timing both layouts
+            # would compile twice (minutes under max-autotune): NHWC, the layout cuDNN's convs prefer
+            channels_last, chosen_by = True, "default"
+        else:  # CUDA eager or cudagraph: time both, keep the faster, release the other
+            both = {name: self._build(graph, x, device, precision, name == "nhwc") for name in ("nchw", "nhwc")}
+            times = {name: time_ms(infer, load(x)) for name, (_, infer, load) in both.items()}
+            metrics.update({f"layout_{name}_ms": t for name, t in times.items()})
+            keep = faster_layout(times)
+            built = both.pop(keep)
+            both.clear()
+            import torch
+
+            torch.cuda.empty_cache()  # the loser's weights and CUDA-graph pool go back to the driver
+            return self._prepared(built, mode, keep == "nhwc", "measured", metrics)
+        return self._prepared(self._build(graph, x, device, precision, channels_last), mode, channels_last,
+                              chosen_by, metrics)
+
+    def _build(self, graph: Graph, x: np.ndarray, device: str, precision: str, channels_last: bool) -> Built:
+        """The module in one layout: compiled now (so it counts as optimization cost, within
+        backend.compile_timeout_s) or captured as one CUDA graph, as the mode says."""
         import torch
 
         mode = self.cfg.mode.value
-        target = TorchTarget(device, precision, self.cfg.channels_last)
-        if mode == "cudagraph" and device != "cuda":
-            raise BackendError("backend.mode=cudagraph needs device=cuda (CUDA graphs do not exist on the CPU)")
-        module = target.module(to_torch(graph))
-        fn = module
+        target = TorchTarget(device, precision, channels_last)
+        fn = module = target.module(to_torch(graph))
+        example = target.tensor(x)
         if mode == "compile":
-            fn = torch.compile(module, mode=self.cfg.compile_mode)
-        example = target.tensor(np.zeros((batch, *graph.input_shape), np.float32))
-        if mode == "compile":  # compile now, so it counts as optimization cost
-            with torch.inference_mode():
+            what = f"torch.compile ({self.cfg.compile_mode}) on {graph.name}"
+            with Deadline(self.cfg.compile_timeout_s, what, "backend.compile_timeout_s",
+                          "raise it, or choose a lighter backend.compile_mode"), torch.inference_mode():
+                fn = torch.compile(module, mode=self.cfg.compile_mode)
                 for _ in range(3):
                     fn(example)
-            target.synchronize()
-        infer = target.infer_fn(fn)
-        load = target.tensor
+                target.synchronize()
         if mode == "cudagraph":
             infer, load = target.capture(fn, example)
+            return target, infer, load
+        return target, target.infer_fn(fn), target.tensor
+
+    def _prepared(self, built: Built, mode: str, channels_last: bool, chosen_by: str,
+                  metrics: dict[str, float]) -> Prepared:
+        target, infer, load = built
         return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
                         cuda_stream=target.stream, device_name=target.device_name(), display_name=self.label(),
-                        params={"torch_mode": mode})
+                        params={"torch_mode": mode, "layout": layout_name(channels_last),
+                                "layout_chosen_by": chosen_by},
+                        metrics=metrics)

@@ -1,0 +1,130 @@
+"""The pytorch backend's layout choice (channels_last=auto/true/false), its compile modes and the
+compile deadline, on the CPU. The CUDA timing of both layouts cannot run here: the choice it
+feeds (faster_layout) is tested as a pure function."""
+
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import harness
+from harness.backend import BackendError
+from harness.config import ConfigError
+from harness.job import compose
+from ios_core.models import build_model
+from plugins.pytorch.backend import PyTorchBackend, PyTorchConfig, faster_layout
+from plugins.pytorch.deadline import Deadline
+
+
+@pytest.mark.parametrize("value", ["auto", "true", "false", "True", "False", True, False])
+def test_channels_last_accepts_auto_true_false(value):
+    PyTorchConfig(channels_last=value)  # type: ignore[arg-type]
+
+
+def test_channels_last_refuses_other_values_naming_the_choices():
+    with pytest.raises(ConfigError, match=r"^backend.channels_last='sideways' is invalid; choose one of: "
+                                          r"auto, true, false$"):
+        PyTorchConfig(channels_last="sideways")
+
+
+def test_compile_options_are_checked_and_labelled():
+    b = PyTorchBackend({"name": "pytorch", "mode": "compile", "compile_mode": "max-autotune-no-cudagraphs"})
+    assert b.label() == "TorchCompile-MA-NoCG"
+    with pytest.raises(ConfigError, match="max-autotune-no-cudagraphs"):
+        PyTorchConfig(compile_mode="max-autotune-cudagraphs")
+    with pytest.raises(ConfigError, match=r"^backend.compile_timeout_s=0.0 must be > 0"):
+        PyTorchConfig(compile_timeout_s=0.0)
+
+
+def test_hydra_composes_the_presets_and_hands_true_as_a_string():
+    cfg = compose(["device=cpu", "backend=pytorch_max_autotune", "backend.channels_last=true"])
+    assert cfg.backend.compile_mode == "max-autotune" and cfg.backend.channels_last == "True"
+    assert PyTorchConfig.from_mapping(cfg.backend).compile_timeout_s == 1800.0
+
+
+@pytest.mark.parametrize("channels_last,layout,chosen_by", [
+    ("auto", "nchw", "default"), ("true", "nhwc", "forced"), (False, "nchw", "forced")])
+def test_cpu_layout_choice_is_in_the_params(channels_last, layout, chosen_by):
+    graph = build_model("sample", channels=8, size=7)
+    prep = PyTorchBackend({"name": "pytorch", "channels_last": channels_last}).prepare(graph, 1, "cpu", "fp32")
+    assert prep.params["layout"] == layout and prep.params["layout_chosen_by"] == chosen_by
+    assert not any(k.startswith("layout_") for k in prep.metrics)  # nothing was timed
+    x = prep.load_input(np.ones((1, *graph.input_shape), np.float32))
+    assert x.is_contiguous(memory_format=torch.channels_last) == (layout == "nhwc")
+    assert prep.to_numpy(prep.infer(x)).shape[0] == 1
+
+
+def test_a_compile_past_its_deadline_fails_the_run_in_one_line(bench_cfg):
+    rec = harness.run(bench_cfg(**{"backend.mode": "compile", "backend.compile_timeout_s": 0.05}), quiet=True)
+    torch._dynamo.reset()  # the interrupted compile leaves nothing behind for later tests
+    assert rec.status == "FAILED"
+    assert rec.error == ("BackendError: torch.compile (default) on sample did not finish in 0.05 s "
+                         "(backend.compile_timeout_s): raise it, or choose a lighter backend.compile_mode")
+
+
+def test_faster_layout_keeps_the_faster_and_nchw_on_a_tie():
+    assert faster_layout({"nchw": 1.30, "nhwc": 1.10}) == "nhwc"
+    assert faster_layout({"nchw": 0.90, "nhwc": 1.10}) == "nchw"
+    assert faster_layout({"nhwc": 1.0, "nchw": 1.0}) == "nchw"
+
+
+def _sentinel(signum, frame):
+    pass
+
+
+def test_deadline_fires_with_the_key_and_restores_the_handler():
+    previous = signal.signal(signal.SIGALRM, _sentinel)
+    try:
+        t = time.perf_counter()
+        with pytest.raises(BackendError, match=r"^torch.compile \(max-autotune\) on sample did not finish in 0.2 s "
+                                               r"\(backend.compile_timeout_s\): raise it$"):
+            with Deadline(0.2, "torch.compile (max-autotune) on sample", "backend.compile_timeout_s", "raise it"):
+                time.sleep(5)
+        assert time.perf_counter() - t < 2
+        assert signal.getsignal(signal.SIGALRM) is _sentinel
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_deadline_fires_through_except_exception():
+    """A library that catches Exception around the interrupted call (Dynamo, Inductor's
+    autotuning) neither hides the deadline nor turns it into its own error."""
+    def swallowing():
+        try:
+            time.sleep(5)
+        except Exception:
+            return "swallowed"
+    with pytest.raises(BackendError, match=r"did not finish in 0.1 s \(key.s\): raise key.s$"):
+        with Deadline(0.1, "step", "key.s"):
+            swallowing()
+
+
+def test_deadline_in_time_does_not_fire_and_keeps_an_outer_timer():
+    previous = signal.signal(signal.SIGALRM, _sentinel)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        with Deadline(0.5, "step", "key.s") as d:
+            time.sleep(0.05)
+        assert not d.fired and signal.getsignal(signal.SIGALRM) is _sentinel
+        assert 29.0 < signal.getitimer(signal.ITIMER_REAL)[0] < 30.0
+        time.sleep(0.6)  # past the inner deadline: nothing fires
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_deadline_outside_the_main_thread_runs_without_one():
+    seen = []
+
+    def work():
+        with Deadline(0.05, "step", "key.s") as d:
+            time.sleep(0.15)
+        seen.append((d.active, d.fired))
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == [(False, False)]
