@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# "IOS on the fastest kernels" on a CUDA GPU. Usage: OUT=dir bash bench/gpu_kernels.sh STEP
+#   ablation: each pass, kernel choice and layout on/off under Greedy (inception_v3, nasnet, randwire) and
+#             IOS-Both with the defaults, fp16 and tf32, batch 1
+#   sweep:    the kernels preset (PRESET=kernels, or kernels_quick) as one sweep
+# Records stay under $RD/records (no MLflow on the lent GPU); bench/kernels_table.py prints them.
+set -uo pipefail
+OUT=${OUT:-results/bench}
+RD=${RESULTS_DIR:-$PWD/results}
+mkdir -p "$OUT"
+if [ -d .whl ]; then  # wheels carried to a machine without Hydra/OmegaConf
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.csv"
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" | tee -a "$OUT/gpu.csv"
+run() { python3 -m harness device=cuda batch=1 tracking.results_dir="$RD" "$@" 2>&1 \
+        | grep -E "^Model:|rror" | tee -a "$OUT/summary.txt"; }
+case "${1:-ablation}" in
+  ablation)
+    for prec in ${PRECISIONS:-fp16}; do
+      for m in ${MODELS:-inception_v3 nasnet randwire}; do
+        G="model=$m precision=$prec backend=ios_greedy"
+        run $G backend.channels_last=false backend.passes=[] backend.kernels=cudnn
+        run $G backend.channels_last=true backend.passes=[] backend.kernels=cudnn
+        run $G backend.channels_last=true backend.kernels=cudnn
+        run $G backend.channels_last=true backend.passes=[]
+        run $G backend.channels_last=true
+        run $G backend.channels_last=false
+        run $G
+      done
+    done
+    for prec in ${BOTH_PRECISIONS:-fp16 tf32}; do
+      for m in ${BOTH_MODELS:-inception_v3}; do run model=$m precision=$prec backend=ios; done
+    done ;;
+  sweep)
+    python3 -m harness -m +experiment="${PRESET:-kernels}" device=cuda tracking.results_dir="$RD" "${@:2}" 2>&1 \
+      | grep -vE "^\s*$" | tee -a "$OUT/sweep.txt" | grep -E "^Model:|rror|^\|" ;;
+esac
+python3 bench/kernels_table.py "$RD" | tee "$OUT/table.tsv"
+tar czf "$OUT/records.tgz" -C "$RD" records schedules 2>/dev/null
