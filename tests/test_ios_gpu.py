@@ -90,3 +90,23 @@ def test_batched_stage_timing_agrees_with_one_at_a_time():
     assert len(many) == len(stages) and all(0 < t < 5 for t in many)
     ratios = sorted(a / b for a, b in zip(many, one))
     assert 0.7 < ratios[len(ratios) // 2] < 1.4  # same instrument: medians agree within noise
+
+
+@pytest.mark.parametrize("kernels", ["auto", "gemm"])
+@pytest.mark.parametrize("model", ["inception_v3", "nasnet", "randwire", "squeezenet"])
+def test_passes_and_kernel_choice_on_nhwc_match_the_reference(model, kernels):
+    from ios_core.passes import PASSES, apply_passes
+    from ios_core.runtime import TorchTarget
+    from ios_core.runtime.kernels import KernelTable
+    from ios_core.runtime.timer import kernel_timer
+
+    g0 = build_model(model, **SMALL[model])
+    g, _ = apply_passes(g0, list(PASSES))
+    table = KernelTable(kernels, kernel_timer(TorchTarget("cuda", "fp32", True)))
+    sched = optimize(Workload(g), AnalyticCostModel(2, "gpu"), "ios-both")
+    m = ScheduledModel(g, sched, "cuda", "fp32", "graph", channels_last=True, kernels=table)
+    x = seeded_input(g0, 2, 0)
+    infer, load = m.prepare(2)
+    assert rel_err(m.target.to_numpy(infer(load(x))), reference_forward(g0, x)) < 1e-4
+    if model != "squeezenet":  # its 1x1 convs read NCHW-strided slices only after fire's expand
+        assert table.counts()["kernel_gemm"] + table.counts()["kernel_cudnn"] > 0

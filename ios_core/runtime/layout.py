@@ -33,7 +33,3 @@ def time_layouts(graph: Graph, batch: int, device: str, precision: str, *, mode:
         out[layout_name(channels_last)] = timer(stages)
     return out
 
-
-def faster_layout(times: dict[str, float]) -> bool:
-    """True (NHWC) when it timed faster; NCHW on a tie, as the layout every backend starts in."""
-    return times["nhwc"] < times["nchw"]

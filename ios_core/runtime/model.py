@@ -57,10 +57,14 @@ class ScheduledModel:
 
     def prepare(self, batch: int) -> tuple[Callable[[Any], Any], Callable[[np.ndarray], Any]]:
         """(infer, load_input): on CUDA with a graph runtime, capture one CUDA graph on a
-        static input; otherwise run eagerly under inference_mode."""
+        static input; otherwise run eagerly under inference_mode (after one call, which settles the
+        kernel choices, see :mod:`.kernels`)."""
         example = self.target.tensor(np.zeros((batch, *self.graph.input_shape), np.float32))
         if self.captured:
             return self.target.capture(self.forward, example)
+        with torch.inference_mode():  # one call settles every conv's kernel choice before it is recorded
+            self.forward(example)
+        self.target.synchronize()
         return self.target.infer_fn(self.forward), self.target.tensor
 
     def run(self, x: np.ndarray) -> np.ndarray:

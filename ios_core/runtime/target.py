@@ -31,6 +31,12 @@ def layout_name(channels_last: bool) -> str:
     return "nhwc" if channels_last else "nchw"
 
 
+def faster_layout(times: dict[str, float]) -> str:
+    """The layout name (``nchw``/``nhwc``) with the smaller time; NCHW on a tie, the layout
+    every backend starts in (no conversion of inputs)."""
+    return min(sorted(times), key=lambda name: (times[name], name != "nchw"))
+
+
 class TorchTarget:
     def __init__(self, device: str, precision: str, channels_last: bool = False):
         import torch

@@ -18,8 +18,8 @@ from ios_core.passes import apply_passes
 from ios_core.runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
 from ios_core.runtime.insitu import PartTimer
 from ios_core.runtime.kernels import KernelTable
-from ios_core.runtime.layout import faster_layout, time_layouts
-from ios_core.runtime.target import layout_name, parse_channels_last
+from ios_core.runtime.layout import time_layouts
+from ios_core.runtime.target import faster_layout, layout_name, parse_channels_last
 from ios_core.runtime.timer import TimingConfig, kernel_timer
 from ios_core.schedule import Schedule, ScheduleError, greedy, optimize, sequential
 from ios_core.workload import Workload
@@ -139,7 +139,7 @@ class IosBackend(Backend[IosConfig]):
                              fuse=cfg.fuse, follow_chains=cfg.streams == "chains", greedy_streams=cfg.greedy_streams,
                              kernels=self.kernel_table, timing=timing)
         metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
-        channels_last = faster_layout(times)
+        channels_last = faster_layout(times) == "nhwc"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"channels_last": channels_last, "ms": times}, indent=1))
         return channels_last, "measured"

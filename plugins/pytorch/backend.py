@@ -8,11 +8,11 @@ import numpy as np
 from harness.backend import Backend, BackendError, Prepared
 from ios_core.interpreters.torch import to_torch
 from ios_core.ir import Graph
-from ios_core.runtime.target import TorchTarget, layout_name, parse_channels_last
+from ios_core.runtime.target import TorchTarget, faster_layout, layout_name, parse_channels_last
 
 from .config import COMPILE_LABELS, COMPILE_MODES, LABELS, Mode, PyTorchConfig
 from .deadline import Deadline
-from .layout import faster_layout, time_ms
+from .layout import time_ms
 
 __all__ = ["COMPILE_MODES", "Mode", "PyTorchBackend", "PyTorchConfig", "faster_layout"]
 

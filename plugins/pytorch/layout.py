@@ -12,12 +12,6 @@ from typing import Any
 WARMUP, CALLS, REPEATS = 3, 20, 3
 
 
-def faster_layout(times: dict[str, float]) -> str:
-    """The layout ("nchw" / "nhwc") with the smaller time; a tie keeps NCHW, the model's own
-    layout (no conversion of inputs)."""
-    return min(sorted(times), key=lambda name: (times[name], name != "nchw"))
-
-
 def time_ms(infer: Callable[[Any], Any], x: Any) -> float:
     """Median over REPEATS of the mean GPU time of CALLS back-to-back calls, in ms. Cheap: for
     inception_v3 at batch 1 about 70 calls, well under a second even eager."""

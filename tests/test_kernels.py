@@ -1,0 +1,112 @@
+"""Kernel choice and layout choice: the GEMM path equals cuDNN's conv, the table keeps what timed
+faster, and the ios backend records (and reuses) the layout, the passes and the kernels it ran."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from harness.job import run
+from ios_core.ir.nodes import Conv, Value
+from ios_core.runtime.kernels import KernelTable, conv_gemm, gemm_ok
+from ios_core.runtime.target import faster_layout, parse_channels_last
+from ios_core.schedule import Schedule
+
+from .helpers import SMALL
+
+
+def _conv(kernel=(1, 1), stride=(1, 1), padding=(0, 0), groups=1, out=6):
+    return Conv(name="c", inputs=[[Value("x", 0, 8)]], out_channels=out, kernel=kernel, stride=stride, padding=padding,
+                groups=groups, act="identity")
+
+
+def test_gemm_equals_conv_on_nhwc_memory_and_on_channel_slices():
+    torch.manual_seed(0)
+    whole = torch.randn(2, 12, 5, 7).to(memory_format=torch.channels_last)
+    w, b = torch.randn(6, 8, 1, 1), torch.randn(6)
+    for x in (whole[:, :8], whole[:, 4:]):  # slices of a concatenation's NHWC buffer, as IOS reads them
+        assert gemm_ok(_conv(), x)
+        y = conv_gemm(x, w, b)
+        assert y.shape == (2, 6, 5, 7) and y.is_contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(y, F.conv2d(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("node,x", [
+    (_conv(), torch.randn(2, 8, 5, 7)),  # NCHW memory
+    (_conv(kernel=(3, 3), padding=(1, 1)), torch.randn(2, 8, 5, 7).to(memory_format=torch.channels_last)),
+    (_conv(stride=(2, 2)), torch.randn(2, 8, 5, 7).to(memory_format=torch.channels_last)),
+    (_conv(groups=2), torch.randn(2, 8, 5, 7).to(memory_format=torch.channels_last)),
+    (_conv(), torch.randn(2, 8, 10, 7).to(memory_format=torch.channels_last)[:, :, ::2]),  # rows do not collapse
+])
+def test_gemm_is_refused_where_it_is_not_one_matrix_product(node, x):
+    assert not gemm_ok(node, x)
+
+
+def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
+    asked = []
+
+    def timer(calls):
+        asked.append(len(calls))
+        return [2.0, 1.0]  # cudnn, gemm
+    table = KernelTable("auto", timer)
+    x = torch.randn(1, 8, 4, 4).to(memory_format=torch.channels_last)
+    ran = []
+    assert table.impl(_conv(), x, ran.append) == "gemm"
+    assert table.impl(_conv(), x, ran.append) == "gemm"
+    assert asked == [2] and table.counts() == {"kernel_convs_timed": 1.0, "kernel_gemm": 1.0, "kernel_cudnn": 0.0}
+    key, = table.timings
+    assert table.timings[key] == {"cudnn": 2.0, "gemm": 1.0} and table.choices == {key: "gemm"}
+    tie = KernelTable("auto", lambda calls: [1.0, 1.0])
+    assert tie.impl(_conv(), x, ran.append) == "cudnn"  # a tie keeps cuDNN
+    seeded = KernelTable("auto", None, choices=table.choices)  # from a schedule file: nothing timed
+    assert seeded.impl(_conv(), x, ran.append) == "gemm" and seeded.timed == 0
+
+
+def test_kernel_modes_and_the_untimed_default():
+    x = torch.randn(1, 8, 4, 4).to(memory_format=torch.channels_last)
+    never = KernelTable("cudnn", lambda calls: pytest.fail("cudnn mode times nothing"))
+    assert never.impl(_conv(), x, lambda i: None) == "cudnn"
+    assert KernelTable("gemm").impl(_conv(), x, lambda i: None) == "gemm"
+    assert KernelTable("auto", None).impl(_conv(), x, lambda i: None) == "cudnn"
+    with pytest.raises(ValueError, match="unknown kernel mode 'triton'"):
+        KernelTable("triton")
+
+
+def test_layout_choice_helpers():
+    assert faster_layout({"nchw": 1.3, "nhwc": 1.1}) == "nhwc"
+    assert faster_layout({"nchw": 0.9, "nhwc": 1.1}) == "nchw"
+    assert faster_layout({"nhwc": 1.0, "nchw": 1.0}) == "nchw"
+    assert [parse_channels_last(v) for v in ("auto", "True", "false", True)] == [None, True, False, True]
+    with pytest.raises(ValueError, match="choose one of: auto, true, false"):
+        parse_channels_last("sideways")
+
+
+def _ios(bench_cfg, tmp_path, **over):
+    return bench_cfg(**{"model": {"name": "nasnet", "params": {**SMALL["nasnet"], "num_normal": 1}},
+                        "backend.name": "ios", "backend.store": str(tmp_path / "store"), "backend.progress": False,
+                        "backend.schedule": "greedy", **over})
+
+
+def test_ios_on_nhwc_with_gemm_kernels_matches_the_reference(bench_cfg, tmp_path):
+    rec = run(_ios(bench_cfg, tmp_path, **{"backend.channels_last": "true", "backend.kernels": "gemm"}), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4
+    assert rec.metrics["kernel_gemm"] > 0 and rec.metrics["pass_fold_bias"] > 0
+    assert rec.params["layout"] == "nhwc" and rec.params["layout_chosen_by"] == "forced"
+    assert rec.params["passes"] == "fold_bias,pool_conv"
+    sched = Schedule.from_dict(json.loads(rec.artifacts["schedule.json"]))
+    assert sched.stats["channels_last"] is True and sched.options["passes"] == ["fold_bias", "pool_conv"]
+    assert set(sched.stats["kernels"].values()) == {"gemm"}
+
+
+def test_ios_default_layout_on_the_cpu_and_a_schedule_file_keeps_its_passes(bench_cfg, tmp_path):
+    rec = run(_ios(bench_cfg, tmp_path, **{"backend.passes": []}), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert rec.params["layout"] == "nchw" and rec.params["layout_chosen_by"] == "default"
+    assert rec.params["passes"] == "none" and "pass_fold_bias" not in rec.metrics
+    assert rec.metrics["kernel_gemm"] == 0  # NCHW memory: no 1x1 conv is a plain GEMM
+    # the file was made without passes: run with today's default passes, it still runs its own graph
+    again = run(_ios(bench_cfg, tmp_path, **{"backend.schedule_file": rec.params["schedule_path"]}), quiet=True)
+    assert again.status == "FINISHED", again.error
+    assert again.params["passes"] == "none" and again.metrics["max_rel_error"] < 1e-4
