@@ -14,7 +14,7 @@ from harness.report import Run, build_report
 from harness.report.tables import LAYOUTS, build_tables, launcher_table, same_run_table
 
 REPO = Path(__file__).resolve().parent.parent
-PRESETS = ["schedules", "frameworks", "utilization", "specialization", "prune", "batchsize", "autotvm"]
+PRESETS = ["schedules", "frameworks", "utilization", "specialization", "prune", "batchsize", "autotvm", "kernels"]
 
 
 def run(label, model, latency, status="FINISHED", error=None, **over):
@@ -47,6 +47,17 @@ def test_variants_name_the_options_that_tell_them_apart():
     (values, cost) = build_tables(runs, LAYOUTS["prune"], "")
     assert values.cols == ["IOS-Both r=1 s=3", "IOS-Both r=1 s=8", "IOS-Both r=2 s=3", "IOS-Both r=2 s=8"]
     assert cost.title == "all runs: optimization cost (s)"
+
+
+def test_kernels_tables_per_model_and_precision_with_speedup_over_ios():
+    runs = [run(label, m, ms * (2 if p == "tf32" else 1), backend=b, precision=p, batch=bs)
+            for m in ("a", "b") for p in ("fp16", "tf32") for bs in (1, 16)
+            for label, b, ms in (("IOS-Both", "ios", 1.0 * bs), ("TorchCompile-RO", "pytorch_compile", 2.0 * bs))]
+    tables = build_tables(runs, LAYOUTS["kernels"], "backend:ios")
+    assert [t.title for t in tables][:2] == ["a fp16: median latency (ms)", "speed-up over IOS-Both"]
+    assert len(tables) == 8 and tables[0].cols == ["IOS-Both", "TorchCompile-RO"] and tables[0].rows == ["1", "16"]
+    assert "| 16 | 1.00x | 0.50x |" in tables[3].markdown()  # b fp16's speed-ups
+    assert "| 16 | 32.000 | 64.000 |" in tables[6].markdown()  # b tf32's latencies
 
 
 def test_same_run_table_uses_the_finalists_timed_in_one_process():
@@ -122,7 +133,7 @@ def test_quick_preset_end_to_end(tmp_path, preset):
     logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert "report/index.html" in logged
     children = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("harness.parent") != "true"]
-    if preset in ("schedules", "utilization", "batchsize"):  # a sweep.baseline: speed-ups on the runs
+    if preset in ("schedules", "utilization", "batchsize", "kernels"):  # a sweep.baseline: speed-ups on the runs
         assert any(r.data.metrics.get("speedup_vs_baseline") == 1.0 for r in children)
         assert all("speedup_vs_baseline" in r.data.metrics for r in children if r.info.status == "FINISHED")
 

@@ -14,7 +14,17 @@ from typing import Any
 
 from . import plots
 from .runs import Run, _tracker, find_sweeps, load_runs
-from .tables import LAYOUTS, Layout, Table, baseline_column, build_tables, launcher_table, op_table, same_run_table
+from .tables import (
+    LAYOUTS,
+    Layout,
+    Table,
+    baseline_column,
+    build_tables,
+    key_name,
+    launcher_table,
+    op_table,
+    same_run_table,
+)
 
 
 def _devices(runs: list[Run]) -> str:
@@ -40,9 +50,15 @@ def _plots(runs: list[Run], layout: Layout, tables: list[Table], baseline: str,
                 out[f"{study}-{model}"] = plots.heatmap(t, f"{model}: latency / best for that {per}")
     elif layout.plot == "scatter":
         out["prune-tradeoff"] = plots.scatter(runs, layout)
+    elif layout.plot == "lines" and layout.per:  # a plot per table: per model and precision
+        for t in values:
+            if t.row_name != key_name(layout.rows):  # the same-run and launcher tables
+                continue
+            group = t.title.split(":", 1)[0].replace(" ", "-")
+            out[f"{layout.metric}-vs-{layout.rows}-{group}"] = plots.lines(t)
     elif layout.plot == "lines":
         out[f"{layout.metric}-vs-{layout.rows}"] = plots.lines(values[0])
-    if layout.plot in ("bars", "scatter", "lines") and values and len(values[0].cols) > 1:
+    if layout.plot in ("bars", "scatter", "lines") and not layout.per and values and len(values[0].cols) > 1:
         base = baseline_column(runs, layout, baseline)
         out["normalised-throughput"] = plots.bars(values[0], base, layout.metric == "throughput",
                                                   f"{study or 'sweep'}: throughput normalised to "

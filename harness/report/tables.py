@@ -23,7 +23,7 @@ class Layout:
     metric: str = "latency"  # latency or throughput
     plot: str = "bars"  # bars, heatmap, scatter or lines
     cols: str = ""  # a config key for the columns; empty: the variant (label and varying options)
-    per: str = ""  # one table per value of this key
+    per: str = ""  # one table per value of this key (or per combination of comma-separated keys)
     also: tuple[str, ...] = ()  # more metrics tabulated the same way (no speed-up)
     combine: bool = False  # the report of the study covers all its sweeps (one per machine), not the newest
 
@@ -36,6 +36,7 @@ LAYOUTS = {
     "specialization": Layout(rows="backend.opt_batch", cols="batch", plot="heatmap", per="model"),
     "prune": Layout(plot="scatter", also=("cost",)),
     "batchsize": Layout(rows="batch", metric="throughput", plot="lines"),
+    "kernels": Layout(rows="batch", plot="lines", per="model,precision"),
     "devices": Layout(rows="param:schedule_made_on", cols="tag:backend_device", plot="heatmap", per="model",
                       combine=True),
 }
@@ -123,9 +124,13 @@ def varying_keys(runs: list[Run]) -> list[str]:
 
 def variant(run: Run, runs: list[Run], layout: Layout) -> str:
     """A column's name: the run's label plus the options that tell it apart and the label does not name."""
-    skip = {*IN_LABEL, "model", layout.rows, layout.cols, layout.per}
+    skip = {*IN_LABEL, "model", layout.rows, layout.cols, *per_keys(layout)}
     extra = [f"{k.rsplit('.', 1)[-1]}={run.value(k)}" for k in varying_keys(runs) if k not in skip]
     return " ".join([run.label, *extra])
+
+
+def per_keys(layout: Layout) -> list[str]:
+    return [k for k in layout.per.split(",") if k]
 
 
 def column(run: Run, runs: list[Run], layout: Layout) -> str:
@@ -186,7 +191,7 @@ def build_tables(runs: list[Run], layout: Layout, baseline: str) -> list[Table]:
     if layout.per:
         groups = {}
         for run in runs:
-            groups.setdefault(run.value(layout.per), []).append(run)
+            groups.setdefault(" ".join(run.value(k) for k in per_keys(layout)), []).append(run)
     tables = []
     for name, group in groups.items():
         values = value_table(group, layout, name or "all runs")
