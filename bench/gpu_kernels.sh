@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # "IOS on the fastest kernels" on a CUDA GPU. Usage: OUT=dir bash bench/gpu_kernels.sh STEP
-#   ablation: each pass, kernel choice and layout on/off under Greedy (inception_v3, nasnet, randwire) and
-#             IOS-Both with the defaults, fp16 and tf32, batch 1
+#   ablation: the GPU tests, then the passes, the kernel choice and the layout on/off under Greedy on the four
+#             networks (fp16, batch 1)
+#   both:     IOS-Both with every default beside torch.compile reduce-overhead (BATCHES, BOTH_PRECISIONS)
 #   sweep:    the kernels preset (PRESET=kernels, or kernels_quick) as one sweep
 # Records stay under $RD/records (no MLflow on the lent GPU); bench/kernels_table.py prints them.
 set -uo pipefail
@@ -14,24 +15,33 @@ fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.csv"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" | tee -a "$OUT/gpu.csv"
-run() { python3 -m harness device=cuda batch=1 tracking.results_dir="$RD" "$@" 2>&1 \
+run() { python3 -m harness device=cuda tracking.results_dir="$RD" "$@" 2>&1 \
         | grep -E "^Model:|rror" | tee -a "$OUT/summary.txt"; }
 case "${1:-ablation}" in
   ablation)
+    [ -n "${TESTS:-}" ] && python3 -m pytest -q -p no:cacheprovider tests/test_ios_gpu.py tests/test_kernels.py tests/test_passes.py \
+      2>&1 | tail -3 | tee -a "$OUT/summary.txt"
     for prec in ${PRECISIONS:-fp16}; do
-      for m in ${MODELS:-inception_v3 nasnet randwire}; do
+      for m in ${MODELS:-inception_v3 nasnet randwire squeezenet}; do
         G="model=$m precision=$prec backend=ios_greedy"
-        run $G backend.channels_last=false backend.passes=[] backend.kernels=cudnn
-        run $G backend.channels_last=true backend.passes=[] backend.kernels=cudnn
-        run $G backend.channels_last=true backend.kernels=cudnn
-        run $G backend.channels_last=true backend.passes=[]
-        run $G backend.channels_last=true
-        run $G backend.channels_last=false
-        run $G
+        run $G backend.channels_last=false backend.passes=[] backend.kernels=cudnn  # before this issue
+        run $G backend.channels_last=true backend.passes=[] backend.kernels=cudnn   # the old flag
+        run $G backend.channels_last=true backend.kernels=cudnn                     # + passes
+        run $G backend.channels_last=true backend.passes=[]                         # + kernel choice
+        run $G                                                                      # the defaults (auto layout)
       done
     done
-    for prec in ${BOTH_PRECISIONS:-fp16 tf32}; do
+    for prec in ${BOTH_PRECISIONS:-}; do
       for m in ${BOTH_MODELS:-inception_v3}; do run model=$m precision=$prec backend=ios; done
+    done ;;
+  both)  # IOS-Both with every default, beside torch.compile reduce-overhead
+    for prec in ${BOTH_PRECISIONS:-fp16 tf32}; do
+      for m in ${BOTH_MODELS:-inception_v3}; do
+        for b in ${BATCHES:-1}; do
+          run model=$m precision=$prec batch=$b backend=ios
+          run model=$m precision=$prec batch=$b backend=pytorch_compile
+        done
+      done
     done ;;
   sweep)
     python3 -m harness -m +experiment="${PRESET:-kernels}" device=cuda tracking.results_dir="$RD" "${@:2}" 2>&1 \
