@@ -2,6 +2,8 @@
 # "IOS on the fastest kernels" on a CUDA GPU. Usage: OUT=dir bash bench/gpu_kernels.sh STEP
 #   ablation: the GPU tests, then the passes, the kernel choice and the layout on/off under Greedy on the four
 #             networks (fp16, batch 1)
+#   one:      one harness run: bash bench/gpu_kernels.sh one model=... backend=...
+#   profile:  bench/kernel_profile.py (IOS and torch.compile kernel by kernel) with the given arguments
 #   both:     IOS-Both with every default beside torch.compile reduce-overhead (BATCHES, BOTH_PRECISIONS)
 #   sweep:    the kernels preset (PRESET=kernels, or kernels_quick) as one sweep
 # Records stay under $RD/records (no MLflow on the lent GPU); bench/kernels_table.py prints them.
@@ -43,6 +45,9 @@ case "${1:-ablation}" in
         done
       done
     done ;;
+  one) run "${@:2}" ;;  # one harness run with the given overrides
+  profile) timeout "${PROFILE_S:-300}" python3 bench/kernel_profile.py "${@:2}" 2>&1 | grep -v -i warn \
+             | tee "$OUT/profile.txt" ;;
   sweep)
     python3 -m harness -m +experiment="${PRESET:-kernels}" device=cuda tracking.results_dir="$RD" "${@:2}" 2>&1 \
       | grep -vE "^\s*$" | tee -a "$OUT/sweep.txt" | grep -E "^Model:|rror|^\|" ;;

@@ -1,0 +1,114 @@
+"""Where the GPU time goes: IOS (Greedy, every default: NHWC, passes, kernel choice) beside
+torch.compile reduce-overhead, kernel by kernel, from torch.profiler over captured replays.
+
+    python bench/kernel_profile.py --model inception_v3 --precision fp16 --batch 1 128
+
+Prints per inference: wall time (CUDA events, back to back), summed kernel time, kernel count,
+and the kernel time by category (cuDNN conv, GEMM, Triton template/pointwise, pool, concat,
+layout conversion, other), then the largest kernels. For issue 24's "what stands in the way"."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from ios_core.interpreters.torch import to_torch
+from ios_core.models import build_model
+from ios_core.passes import PASSES, apply_passes
+from ios_core.runtime import ScheduledModel, TorchTarget
+from ios_core.runtime.kernels import KernelTable
+from ios_core.runtime.timer import kernel_timer
+from ios_core.schedule.schedule import greedy
+
+CATEGORIES = [("layout", r"nchwtonhwc|nhwctonchw"), ("triton-template", r"^triton_tem"),
+              ("triton-fused", r"^triton_"), ("pool", r"pool"), ("concat", r"cat"),
+              ("gemm", r"gemm|cublas|cutlass"), ("conv", r"conv|xmma|implicit|cudnn|sm\d\d_")]
+
+
+def category(name: str) -> str:
+    low = name.lower()
+    return next((c for c, pat in CATEGORIES if re.search(pat, low)), "other")
+
+
+def wall_ms(infer, x, calls: int = 20) -> float:
+    for _ in range(3):
+        infer(x)
+    times = []
+    for _ in range(5):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(calls):
+            infer(x)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / calls)
+    return float(np.median(times))
+
+
+def profile(name: str, infer, x, calls: int = 10) -> None:
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    wall = wall_ms(infer, x)
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            infer(x)
+        torch.cuda.synchronize()
+    per_kernel: dict[str, float] = defaultdict(float)
+    count = 0
+    for e in prof.events():
+        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
+            continue
+        us = getattr(e, "device_time", None) or getattr(e, "cuda_time", 0.0)
+        per_kernel[e.name] += us / calls
+        count += 1
+    total = sum(per_kernel.values()) / 1000
+    cats: dict[str, float] = defaultdict(float)
+    for k, us in per_kernel.items():
+        cats[category(k)] += us / 1000
+    print(f"\n== {name}: wall {wall:.3f} ms/inference, kernels {total:.3f} ms in {count / calls:.0f} launches "
+          f"(GPU busy {min(total / wall, 9.99):.0%} of wall)")
+    print("   " + ", ".join(f"{c} {ms:.3f}" for c, ms in sorted(cats.items(), key=lambda kv: -kv[1])))
+    for k, us in sorted(per_kernel.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"   {us / 1000:8.3f} ms  {category(k):16s} {k[:110]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="inception_v3")
+    ap.add_argument("--precision", default="fp16")
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 128])
+    ap.add_argument("--no-compile", action="store_true")
+    args = ap.parse_args()
+    g0 = build_model(args.model)
+    g, _ = apply_passes(g0, list(PASSES))
+    for batch in args.batch:
+        x = np.random.default_rng(0).standard_normal((batch, *g0.input_shape)).astype(np.float32)
+        target = TorchTarget("cuda", args.precision, True)
+        table = KernelTable("auto", kernel_timer(target))
+        model = ScheduledModel(g, greedy(g), "cuda", args.precision, "graph", channels_last=True, kernels=table)
+        infer, load = model.prepare(batch)
+        profile(f"{args.model} {args.precision} bs{batch} IOS Greedy (NHWC, passes, kernels auto)", infer, load(x))
+        del model, infer
+        if args.no_compile:
+            continue
+        module = target.module(to_torch(g0))
+        fn = torch.compile(module, mode="reduce-overhead")
+        xt = target.tensor(x)
+        with torch.inference_mode():
+            for _ in range(3):
+                fn(xt)
+
+            def run(t, fn=fn):
+                return fn(t)
+            profile(f"{args.model} {args.precision} bs{batch} torch.compile reduce-overhead (NHWC)", run, xt)
+        torch._dynamo.reset()
+
+
+if __name__ == "__main__":
+    with torch.inference_mode():
+        main()
