@@ -92,7 +92,7 @@ def test_batched_stage_timing_agrees_with_one_at_a_time():
     assert 0.7 < ratios[len(ratios) // 2] < 1.4  # same instrument: medians agree within noise
 
 
-@pytest.mark.parametrize("kernels", ["auto", "gemm"])
+@pytest.mark.parametrize("kernels", ["auto", "gemm", "second"])  # second: GEMM convs and Triton pools wherever offered
 @pytest.mark.parametrize("model", ["inception_v3", "nasnet", "randwire", "squeezenet"])
 def test_passes_and_kernel_choice_on_nhwc_match_the_reference(model, kernels):
     from ios_core.passes import PASSES, apply_passes
@@ -102,11 +102,14 @@ def test_passes_and_kernel_choice_on_nhwc_match_the_reference(model, kernels):
 
     g0 = build_model(model, **SMALL[model])
     g, _ = apply_passes(g0, list(PASSES))
-    table = KernelTable(kernels, kernel_timer(TorchTarget("cuda", "fp32", True)))
+    timer = kernel_timer(TorchTarget("cuda", "fp32", True))
+    table = KernelTable("auto", lambda calls: [2.0, 1.0]) if kernels == "second" else KernelTable(kernels, timer)
     sched = optimize(Workload(g), AnalyticCostModel(2, "gpu"), "ios-both")
     m = ScheduledModel(g, sched, "cuda", "fp32", "graph", channels_last=True, kernels=table)
     x = seeded_input(g0, 2, 0)
     infer, load = m.prepare(2)
     assert rel_err(m.target.to_numpy(infer(load(x))), reference_forward(g0, x)) < 1e-4
     used = table.counts()
-    assert used["kernel_gemm"] > 0 if kernels == "gemm" else used["kernel_convs_timed"] > 0
+    assert used["kernel_gemm"] > 0 if kernels == "gemm" else used["kernel_ops_timed"] > 0
+    if kernels == "second" and model != "randwire":  # randwire has no max or avg pool
+        assert used["kernel_pool_triton"] > 0 and table.compiled

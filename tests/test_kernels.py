@@ -54,7 +54,8 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
     ran = []
     assert table.impl(_conv(), x, ran.append) == "gemm"
     assert table.impl(_conv(), x, ran.append) == "gemm"
-    assert asked == [2] and table.counts() == {"kernel_convs_timed": 1.0, "kernel_gemm": 1.0, "kernel_cudnn": 0.0}
+    assert asked == [2] and table.counts() == {"kernel_ops_timed": 1.0, "kernel_gemm": 1.0, "kernel_cudnn": 0.0,
+                                              "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0}
     key, = table.timings
     assert table.timings[key] == {"cudnn": 2.0, "gemm": 1.0} and table.choices == {key: "gemm"}
     tie = KernelTable("auto", lambda calls: [1.0, 1.0])
@@ -110,3 +111,17 @@ def test_ios_default_layout_on_the_cpu_and_a_schedule_file_keeps_its_passes(benc
     again = run(_ios(bench_cfg, tmp_path, **{"backend.schedule_file": rec.params["schedule_path"]}), quiet=True)
     assert again.status == "FINISHED", again.error
     assert again.params["passes"] == "none" and again.metrics["max_rel_error"] < 1e-4
+
+
+def test_pools_stay_on_aten_off_cuda_and_a_failing_candidate_is_not_chosen():
+    from ios_core.ir.nodes import Pool
+
+    pool = Pool(name="p", inputs=[[Value("x", 0, 8)]], pool_type="max", kernel=(3, 3), stride=(2, 2))
+    x = torch.randn(1, 8, 9, 9).to(memory_format=torch.channels_last)
+    table = KernelTable("auto", lambda calls: pytest.fail("nothing is timed on the CPU"))
+    assert table.pool_impl(pool, x, lambda i: None) == "aten"
+
+    def broken(calls):
+        raise RuntimeError("inductor could not compile")
+    key = "k"
+    assert KernelTable("auto", broken)._choose(key, ("aten", "triton"), x, lambda i: None) == "aten"

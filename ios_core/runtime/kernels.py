@@ -11,22 +11,30 @@ and keeps the faster. The search's stage timings, the in-situ selection and the 
 model share one table, so the DP plans with the kernels that will run, and the choices
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
-``mode``: ``auto`` (time the candidates), ``cudnn`` (always cuDNN: the ablation baseline),
-``gemm`` (1x1 convs as GEMM wherever the layout allows: for tests and ablations).
+Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
+for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
+CUDA each distinct pool is also compiled by Inductor into a Triton kernel of its own, timed
+against ATen's, and the faster kept (``triton`` in the record).
+
+``mode``: ``auto`` (time the candidates), ``cudnn`` (always the vendor library: cuDNN convs and
+ATen pools, the ablation baseline), ``gemm`` (1x1 convs as GEMM wherever the layout allows: for
+tests and ablations; pools on ATen).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 
-from ..ir.nodes import Conv
+from ..ir.nodes import Conv, Pool
 
 KERNEL_MODES = ("auto", "cudnn", "gemm")
 IMPLS = ("cudnn", "gemm")
+POOL_IMPLS = ("aten", "triton")
 
 
 def gemm_ok(node: Conv, x: torch.Tensor) -> bool:
@@ -53,6 +61,28 @@ def signature(node: Conv, x: torch.Tensor) -> tuple:
             node.groups, node.act, x.dtype)
 
 
+def pool_signature(node: Pool, x: torch.Tensor) -> tuple:
+    return ("pool", tuple(x.shape), tuple(x.stride()), node.pool_type, node.kernel, node.stride, node.padding,
+            node.ceil_mode, node.count_include_pad, x.dtype)
+
+
+def aten_pool(node: Pool, x: torch.Tensor) -> torch.Tensor:
+    if node.pool_type == "max":
+        return F.max_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode)
+    return F.avg_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode,
+                        count_include_pad=node.count_include_pad)
+
+
+def triton_pool(node: Pool, name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``node`` compiled by Inductor. Each pool gets a function (a code object) of its own:
+    Dynamo keeps its compiled variants per code object, and a network's many pool shapes
+    must neither recompile one another nor hit its recompile limit."""
+    namespace: dict[str, Any] = {"aten_pool": aten_pool, "node": node}
+    exec(compile("def pool(x):\n    return aten_pool(node, x)\n", f"<pool {name}>", "exec"), namespace)
+    fn: Callable[[torch.Tensor], torch.Tensor] = namespace["pool"]
+    return cast(Callable[[torch.Tensor], torch.Tensor], torch.compile(fn, dynamic=False, fullgraph=True))
+
+
 def sig_text(sig: tuple) -> str:
     """A JSON-safe key for a signature (schedule files store the choices by it)."""
     return repr(sig)
@@ -72,6 +102,8 @@ class KernelTable:
         self.mode, self.timer = mode, timer
         self.choices: dict[str, str] = dict(choices or {})
         self.timings: dict[str, dict[str, float]] = {}
+        self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
+        self.compiled: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}  # key -> Triton pool
         self.timed = 0
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
@@ -82,20 +114,41 @@ class KernelTable:
         if self.mode == "gemm":
             self.choices[key] = "gemm"  # counted, and recorded in the schedule file like a timed choice
             return "gemm"
+        return self._choose(key, IMPLS, x, run)
+
+    def pool_impl(self, node: Pool, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
+        """ATen or Triton for a max or average pool on CUDA (auto mode); ATen elsewhere."""
+        if self.mode != "auto" or not x.is_cuda or node.pool_type not in ("max", "avg"):
+            return "aten"
+        return self._choose(sig_text(pool_signature(node, x)), POOL_IMPLS, x, run)
+
+    def compiled_pool(self, node: Pool, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        key = sig_text(pool_signature(node, x))
+        if key not in self.compiled:
+            self.compiled[key] = triton_pool(node, node.name)
+        return self.compiled[key]
+
+    def _choose(self, key: str, impls: tuple[str, str], x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
+        """A remembered choice, or the candidates timed (the first, the vendor's, on a tie or
+        where nothing can be timed: inside a capture or without a timer)."""
         hit = self.choices.get(key)
         if hit is not None:
             return hit
         if self.timer is None or (x.is_cuda and torch.cuda.is_current_stream_capturing()):
-            return "cudnn"  # nothing to time with, or inside a capture: the safe default, not remembered
-        calls: list[Callable[[], object]] = [functools.partial(run, i) for i in IMPLS]
-        times = self.timer(calls)
-        self.timings[key] = dict(zip(IMPLS, times))
+            return impls[0]  # the safe default, not remembered
+        try:
+            times = self.timer([functools.partial(run, i) for i in impls])
+        except Exception as exc:  # noqa: BLE001 - a candidate that cannot run (an Inductor error) is not chosen
+            self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            times = [0.0, float("inf")]
+        self.timings[key] = dict(zip(impls, times))
         self.timed += 1
-        choice = min(self.timings[key], key=lambda i: (self.timings[key][i], i != "cudnn"))
+        choice = min(impls, key=lambda i: (self.timings[key][i], i != impls[0]))
         self.choices[key] = choice
         return choice
 
     def counts(self) -> dict[str, float]:
         used = list(self.choices.values())
-        return {"kernel_convs_timed": float(self.timed), "kernel_gemm": float(used.count("gemm")),
-                "kernel_cudnn": float(used.count("cudnn"))}
+        return {"kernel_ops_timed": float(self.timed), "kernel_gemm": float(used.count("gemm")),
+                "kernel_cudnn": float(used.count("cudnn")), "kernel_pool_triton": float(used.count("triton")),
+                "kernel_pool_aten": float(used.count("aten"))}

@@ -1,7 +1,7 @@
 """Torch ops for the runtime: the IR's torch interpreter reading weights and channel
 counts from plain dicts (so a stage can run outside its graph, e.g. a merged conv being
 measured), with cuDNN's fused conv + bias + ReLU where torch exposes it, and the kernel
-:class:`~.kernels.KernelTable` chose for each convolution."""
+:class:`~.kernels.KernelTable` chose for each convolution and pool."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 from ..interpreters.base import Interpreter
 from ..interpreters.torch import TorchOps, torch_activation
 from ..ir import Graph, Node
-from ..ir.nodes import Conv, Linear, Sequential
-from .kernels import KernelTable, conv_gemm
+from ..ir.nodes import Conv, Linear, Pool, Sequential
+from .kernels import KernelTable, aten_pool, conv_gemm
 
 Params = dict[str, tuple[torch.Tensor, torch.Tensor | None]]
 
@@ -48,6 +48,17 @@ class RuntimeOps(TorchOps):
         if self.fuse and node.act == "relu" and x.is_cuda:
             return torch.cudnn_convolution_relu(x, w, b, node.stride, node.padding, (1, 1), node.groups)
         return super().visit_conv(node, x)
+
+    def visit_pool(self, node: Pool, x):
+        if self.kernels is None or node.pool_type not in ("max", "avg"):
+            return super().visit_pool(node, x)
+        return self.pool(self.kernels.pool_impl(node, x, lambda i: self.pool(i, node, x)), node, x)
+
+    def pool(self, impl: str, node: Pool, x):
+        """``node`` on ``x`` with ATen's kernel or its own Triton kernel (see :mod:`.kernels`)."""
+        if impl == "triton" and self.kernels is not None:
+            return self.kernels.compiled_pool(node, x)(x)
+        return aten_pool(node, x)
 
 
 def graph_channels(graph: Graph) -> dict[str, int]:
