@@ -61,6 +61,14 @@ def signature(node: Conv, x: torch.Tensor) -> tuple:
             node.groups, node.act, x.dtype)
 
 
+def dense(x: torch.Tensor) -> bool:
+    """Contiguous in one of the two layouts. Inductor specializes a kernel on its input's
+    strides, and the search meets a pool on many strided slices of concatenation buffers:
+    compiling one kernel per slice would cost a compile each and hit Dynamo's recompile
+    limits (a failed run on the H100), so only dense inputs get a Triton candidate."""
+    return x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last)
+
+
 def pool_signature(node: Pool, x: torch.Tensor) -> tuple:
     return ("pool", tuple(x.shape), tuple(x.stride()), node.pool_type, node.kernel, node.stride, node.padding,
             node.ceil_mode, node.count_include_pad, x.dtype)
@@ -118,7 +126,7 @@ class KernelTable:
 
     def pool_impl(self, node: Pool, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """ATen or Triton for a max or average pool on CUDA (auto mode); ATen elsewhere."""
-        if self.mode != "auto" or not x.is_cuda or node.pool_type not in ("max", "avg"):
+        if self.mode != "auto" or not x.is_cuda or node.pool_type not in ("max", "avg") or not dense(x):
             return "aten"
         return self._choose(sig_text(pool_signature(node, x)), POOL_IMPLS, x, run)
 
@@ -127,6 +135,12 @@ class KernelTable:
         if key not in self.compiled:
             self.compiled[key] = triton_pool(node, node.name)
         return self.compiled[key]
+
+    def demote(self, node: Pool, x: torch.Tensor, exc: Exception) -> None:
+        """A Triton pool that failed when it ran: ATen's from now on, and the reason kept."""
+        key = sig_text(pool_signature(node, x))
+        self.choices[key] = "aten"
+        self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
 
     def _choose(self, key: str, impls: tuple[str, str], x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """A remembered choice, or the candidates timed (the first, the vendor's, on a tie or

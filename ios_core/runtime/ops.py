@@ -57,7 +57,10 @@ class RuntimeOps(TorchOps):
     def pool(self, impl: str, node: Pool, x):
         """``node`` on ``x`` with ATen's kernel or its own Triton kernel (see :mod:`.kernels`)."""
         if impl == "triton" and self.kernels is not None:
-            return self.kernels.compiled_pool(node, x)(x)
+            try:
+                return self.kernels.compiled_pool(node, x)(x)
+            except Exception as exc:  # noqa: BLE001 - e.g. a Dynamo limit: ATen's kernel from here on, noted
+                self.kernels.demote(node, x, exc)
         return aten_pool(node, x)
 
 

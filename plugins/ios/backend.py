@@ -237,8 +237,9 @@ class IosBackend(Backend[IosConfig]):
         artifacts = {"schedule.json": sched.to_json()}
         if "parts" in sched.stats.get("selection", {}):
             artifacts["selection.json"] = json.dumps(sched.stats["selection"], indent=1)
-        if kernels.timings:
-            artifacts["kernel_choice.json"] = json.dumps(kernels.timings, indent=1)
+        if kernels.timings or kernels.failed:
+            artifacts["kernel_choice.json"] = json.dumps({"ms": kernels.timings, "failed": kernels.failed}, indent=1)
+        metrics["kernel_failed"] = float(len(kernels.failed))
         if cfg.profile:
             from ios_core.runtime.profile import profile, profile_json, timeline_svg
 
