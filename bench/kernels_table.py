@@ -27,7 +27,7 @@ def rows(results: Path):
             "gemm": m.get("kernel_gemm"), "nchw_ms": m.get("layout_nchw_ms"), "nhwc_ms": m.get("layout_nhwc_ms"),
             "cost_s": m.get("optimization_cost_s"), "final": pa.get("ios_final", ""),
             "greedy_ms": m.get("schedule/search_whole_greedy_ms", m.get("search_whole_greedy_ms")),
-            "rel_err": m.get("max_rel_error"), "seq_ms": m.get("search_whole_sequential_ms"),
+            "pools_triton": m.get("kernel_pool_triton"), "rel_err": m.get("max_rel_error"), "seq_ms": m.get("search_whole_sequential_ms"),
             "error": (r.get("error") or "")[:120],
         }
 
@@ -35,7 +35,7 @@ def rows(results: Path):
 def main() -> None:
     results = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
     keys = ["model", "variant", "precision", "batch", "status", "median_ms", "layout", "how", "passes", "kernels",
-            "gemm", "nchw_ms", "nhwc_ms", "greedy_ms", "seq_ms", "final", "cost_s", "rel_err", "error"]
+            "gemm", "nchw_ms", "nhwc_ms", "greedy_ms", "seq_ms", "final", "cost_s", "pools_triton", "rel_err", "error"]
     print("\t".join(keys))
     for row in rows(results):
         print("\t".join("" if row[k] is None else (f"{row[k]:.4g}" if isinstance(row[k], float) else str(row[k]))

@@ -112,4 +112,4 @@ def test_passes_and_kernel_choice_on_nhwc_match_the_reference(model, kernels):
     used = table.counts()
     assert used["kernel_gemm"] > 0 if kernels == "gemm" else used["kernel_ops_timed"] > 0
     if kernels == "second" and model != "randwire":  # randwire has no max or avg pool
-        assert used["kernel_pool_triton"] > 0 and table.compiled
+        assert used["kernel_pool_triton"] > 0 and table.compiled and not table.failed

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -81,14 +81,23 @@ def aten_pool(node: Pool, x: torch.Tensor) -> torch.Tensor:
                         count_include_pad=node.count_include_pad)
 
 
-def triton_pool(node: Pool, name: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``node`` compiled by Inductor. Each pool gets a function (a code object) of its own:
-    Dynamo keeps its compiled variants per code object, and a network's many pool shapes
-    must neither recompile one another nor hit its recompile limit."""
-    namespace: dict[str, Any] = {"aten_pool": aten_pool, "node": node}
-    exec(compile("def pool(x):\n    return aten_pool(node, x)\n", f"<pool {name}>", "exec"), namespace)
-    fn: Callable[[torch.Tensor], torch.Tensor] = namespace["pool"]
-    return cast(Callable[[torch.Tensor], torch.Tensor], torch.compile(fn, dynamic=False, fullgraph=True))
+#: Dynamo keeps every function torch.compile wraps under one code object (its ``inner``
+#: wrapper), so the default limit of 8 compiled variants is shared by all of a network's pools:
+#: past it Dynamo silently runs the rest eagerly (seen on the H100). Raised for the measuring
+#: process (one per job) when the first pool is compiled.
+RECOMPILE_LIMIT = 512
+
+
+def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``node`` compiled by Inductor into a Triton kernel (on its first call)."""
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
+    dynamo_config.accumulated_recompile_limit = max(dynamo_config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
+
+    def pool(x: torch.Tensor) -> torch.Tensor:
+        return aten_pool(node, x)
+    return cast(Callable[[torch.Tensor], torch.Tensor], torch.compile(pool, dynamic=False, fullgraph=True))
 
 
 def sig_text(sig: tuple) -> str:
@@ -133,7 +142,7 @@ class KernelTable:
     def compiled_pool(self, node: Pool, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
         key = sig_text(pool_signature(node, x))
         if key not in self.compiled:
-            self.compiled[key] = triton_pool(node, node.name)
+            self.compiled[key] = triton_pool(node)
         return self.compiled[key]
 
     def demote(self, node: Pool, x: torch.Tensor, exc: Exception) -> None:
