@@ -19,8 +19,11 @@ LONG = ["model=sample", "backend=pytorch", "device=cpu", "tracking=off", "runner
 
 
 def start(tmp_path: Path) -> tuple[subprocess.Popen, psutil.Process]:
+    # SIGINT's default disposition, whatever this suite inherited: a shell starts background jobs with
+    # SIGINT ignored, the child would inherit that, and Python keeps an ignored SIGINT ignored
     proc = subprocess.Popen([sys.executable, "-m", "harness", *LONG, f"tracking.results_dir={tmp_path}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:  # wait for the spawned measuring child to be at work
         kids = [c for c in psutil.Process(proc.pid).children(recursive=True) if "python" in c.name().lower()]
