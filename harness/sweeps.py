@@ -126,6 +126,11 @@ def store_of(results_dir: str | Path, state: dict[str, Any] | None) -> tuple[str
     return tracking_store(results_dir, (state or {}).get("tracking") or {})
 
 
+def untracked(state: dict[str, Any]) -> bool:
+    """A sweep run with ``tracking=off``: it has no MLflow parent, now or after an upload."""
+    return not (state.get("tracking") or {}).get("enabled", True)
+
+
 def close_parents(results_dir: str | Path, uri: str | None = None, experiment: str | None = None) -> int:
     """Close the MLflow parent run of every ended sweep whose parent is still open.
     Returns how many were closed; a store that is down leaves them for a later call."""
@@ -137,8 +142,7 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
     for state in states(results_dir):
         if state.get("status") not in TERMINAL or state.get("parent_closed"):
             continue
-        tr = state.get("tracking") or {}
-        if not tr.get("enabled", True) and uri is None:
+        if untracked(state):  # tracking=off: no MLflow, at upload time either
             continue
         try:
             own_uri, own_experiment = store_of(results_dir, state)

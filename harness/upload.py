@@ -49,9 +49,11 @@ def main(argv: list[str] | None = None) -> int:
             sent += 1
     reaped = sweeps.reap(args.results_dir, other_hosts=args.close_stale)  # sweeps whose process died: KILLED
     closed = sweeps.close_parents(args.results_dir, args.uri, args.experiment)
+    off = sum(sweeps.untracked(state) for state in sweeps.states(args.results_dir))
     print(f"uploaded {sent} of {len(paths)} pending record(s)"
           + (f"; closed {closed} sweep parent run(s)" if closed else "")
-          + (f" ({len(reaped)} sweep(s) whose process had died marked KILLED)" if reaped else ""))
+          + (f" ({len(reaped)} sweep(s) whose process had died marked KILLED)" if reaped else "")
+          + (f"; skipped {off} sweep(s) run with tracking=off (no MLflow for them)" if off else ""))
     return 0 if sent == len(paths) else 1
 
 

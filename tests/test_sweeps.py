@@ -224,3 +224,15 @@ def test_upload_can_close_a_sweep_left_running_on_another_machine(tmp_path):
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (parent,) = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
     assert parent.info.status == "KILLED"
+
+
+def test_a_sweep_run_with_tracking_off_stays_out_of_mlflow_after_an_upload(tmp_path, capsys):
+    info = {"sweep_id": "off1", "sweep_name": "sweep off", "sweep_command": "python -m harness -m x=1,2 tracking=off"}
+    sweeps.start(tmp_path, info, {"enabled": False})
+    sweeps.end(tmp_path, "off1", "FINISHED")
+    uri = f"sqlite:///{tmp_path}/later.db"
+    assert harness.upload.main(["--results-dir", str(tmp_path), "--uri", uri]) == 0
+    assert "skipped 1 sweep(s) run with tracking=off (no MLflow for them)" in capsys.readouterr().out
+    client = mlflow.tracking.MlflowClient(uri)
+    exp = client.get_experiment_by_name("harness")
+    assert exp is None or client.search_runs([exp.experiment_id]) == []
