@@ -345,17 +345,33 @@ def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     return logged
 
 
+#: the end-of-sweep table's width in columns
+TABLE_WIDTH = 100
+
+
+def swept_keys(entries: list[dict[str, Any]]) -> list[str]:
+    """The override keys whose values differ between the jobs, in command order."""
+    values: dict[str, set[str]] = {}
+    for e in entries:
+        for o in e.get("overrides", []):
+            k, _, v = o.partition("=")
+            values.setdefault(k, set()).add(v)
+    return [k for k, vs in values.items() if len(vs) > 1]
+
+
 def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str | None = None) -> list[list[str]]:
-    """One row per job: number, job (its overrides), status, latency, speed-up over the baseline, note."""
-    common = set.intersection(*(set(e.get("overrides", [])) for e in entries)) if len(entries) > 1 else set()
+    """One row per job: number, job (the values of the swept keys, see :func:`swept_keys`), status,
+    latency, speed-up over the baseline, note."""
+    keys = swept_keys(entries)
     rows = []
     for e in entries:
         lat = e.get("latency_median_ms")
         base = _baseline_latency(e, entries, baseline) if baseline and e.get("status") == "FINISHED" else None
         note = "reused" if started and e.get("reused_in") == started else ""
         if e.get("status") != "FINISHED" and e.get("error"):
-            note = str(e["error"]).splitlines()[0][:80]
-        varying = [o for o in e.get("overrides", []) if o not in common]  # what tells the jobs apart
+            note = str(e["error"]).splitlines()[0][:60]
+        given = dict(o.partition("=")[::2] for o in e.get("overrides", []))
+        varying = [given[k] for k in keys if k in given]  # what tells the jobs apart
         rows.append([str(e.get("job_num", "")), " ".join(varying) or str(e.get("run_name")),
                      e.get("status", "?"), f"{lat:.4g}" if lat is not None else "-",
                      f"{base / lat:.2f}x" if base and lat else "-", note])
@@ -365,16 +381,23 @@ def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str |
 def print_table(results_dir: str | Path, sweep_id: str, baseline: str = "") -> None:
     """The end-of-sweep table on the terminal."""
     from rich.console import Console
-    from rich.table import Table
 
     state = read_state(results_dir, sweep_id) or {}
     entries = job_entries(results_dir, sweep_id, state.get("started"))
-    if not entries:
-        return
-    table = Table(title=f"{state.get('sweep_name', 'sweep')} ({sweep_id})")
+    if entries:
+        Console(stderr=False, width=TABLE_WIDTH).print(sweep_table(state, sweep_id, entries, baseline))
+
+
+def sweep_table(state: dict[str, Any], sweep_id: str, entries: list[dict[str, Any]], baseline: str = "") -> Any:
+    """The end-of-sweep table (a rich Table); long cells wrap inside TABLE_WIDTH columns."""
+    from rich.table import Table
+
+    keys = swept_keys(entries)
+    table = Table(title=f"{state.get('sweep_name', 'sweep')} ({sweep_id})"
+                  + (f"\njob: {' '.join(keys)}" if keys else ""))
     speedup = f"vs {normal_baseline(baseline)}" if baseline else "speed-up"
     for col in ("#", "job", "status", "median ms", speedup, "note"):
-        table.add_column(col, justify="right" if col in ("#", "median ms") else "left")
+        table.add_column(col, justify="right" if col in ("#", "median ms") else "left", overflow="fold")
     for row in table_rows(entries, baseline, state.get("started")):
         table.add_row(*row)
-    Console(stderr=False, width=max(100, Console().width)).print(table)
+    return table

@@ -89,10 +89,27 @@ def test_table_shows_varying_overrides_and_speedup():
          "overrides": ["model=m", "backend=tvm", "batch=1"]},
     ]
     rows = sweeps.table_rows(entries, "backend:pytorch", started="t0")
-    assert rows[0] == ["0", "backend=pytorch", "FINISHED", "2", "1.00x", ""]
-    assert rows[1] == ["1", "backend=ios", "FINISHED", "0.5", "4.00x", "reused"]
-    assert rows[2] == ["2", "backend=tvm", "FAILED", "-", "-", "boom"]
+    assert rows[0] == ["0", "pytorch", "FINISHED", "2", "1.00x", ""]
+    assert rows[1] == ["1", "ios", "FINISHED", "0.5", "4.00x", "reused"]
+    assert rows[2] == ["2", "tvm", "FAILED", "-", "-", "boom"]
+    assert sweeps.swept_keys(entries) == ["backend"]
     assert sweeps.speedups(entries, "backend:pytorch") == {"a": 1.0, "b": 4.0}
+
+
+def test_the_end_of_sweep_table_of_a_three_key_sweep_fits_100_columns():
+    from rich.console import Console
+
+    entries = [{"job_num": i, "status": "FAILED" if i == 3 else "FINISHED", "latency_median_ms": 1.0 + i,
+                "error": "MissingDependency: backend 'tensorrt' needs tensorrt: pip install -e '.[tensorrt]' "
+                         "--extra-index-url https://pypi.nvidia.com",
+                "overrides": [f"model={m}", f"backend.channels_last={c}", f"batch={b}", "device=cuda"]}
+               for i, (m, c, b) in enumerate([(m, c, b) for m in ("inception_v3", "nasnet")
+                                              for c in ("auto", "true") for b in (1, 128)])]
+    console = Console(width=sweeps.TABLE_WIDTH, record=True, file=open(os.devnull, "w"))
+    console.print(sweeps.sweep_table({"sweep_name": "sweep x"}, "abc123", entries, "backend.channels_last:auto"))
+    text = console.export_text()
+    assert max(map(len, text.splitlines())) <= 100
+    assert "job: model backend.channels_last batch" in text and "nasnet true 128" in text
 
 
 def test_reap_ends_a_sweep_whose_process_died(tmp_path):
