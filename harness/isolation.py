@@ -3,12 +3,16 @@ crashes, hangs or runs out of memory fails its own run and a sweep goes on."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
+import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +71,29 @@ def _child(conn, fn, arg, stop=None) -> None:
         conn.close()
 
 
+@contextlib.contextmanager
+def caller_main_hidden() -> Iterator[None]:
+    """While a child is spawned, the caller's ``__main__`` is replaced by an empty module.
+
+    ``spawn`` makes the child import the parent's main script again (as ``__mp_main__``): a
+    script calling ``harness.run`` without ``if __name__ == "__main__":`` would run again inside
+    the measuring child (a second, bogus run), and code read from stdin or ``python -c`` has no
+    file to import (the child died). The child needs nothing from the caller's script: it runs
+    a harness function on a harness config. ``python -m harness`` keeps its own main module."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    if main is None or name.split(".")[0] == "harness":
+        yield
+        return
+    stub = types.ModuleType("__main__")
+    stub.__spec__ = None
+    sys.modules["__main__"] = stub
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def run_inline(fn, arg) -> Outcome:
     try:
         return Outcome(True, fn(arg))
@@ -80,7 +107,8 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
     recv, send = ctx.Pipe(duplex=False)
     stop = ctx.Event()
     proc = ctx.Process(target=_child, args=(send, fn, arg, stop), daemon=True)
-    proc.start()
+    with caller_main_hidden():
+        proc.start()
     send.close()
     try:
         if not recv.poll(timeout_s):

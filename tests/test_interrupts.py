@@ -179,3 +179,27 @@ def test_missing_input_files_are_refused_before_any_work(bench_cfg, tmp_path):
     with pytest.raises(ConfigError, match=r"backend.schedule_file=/nope/s.json: no such file"):
         run(bench_cfg(**{"backend.name": "ios", "backend.schedule_file": "/nope/s.json"}), quiet=True)
     assert not (tmp_path / "results" / "records").exists()
+
+
+SCRIPT = """import harness
+rec = harness.run(overrides=["model=sample", "backend=overhead", "device=cpu", "runner=quick", "tracking=off",
+                             "tracking.results_dir={results}"], quiet=True)
+print("RESULT", rec.status, rec.error)
+"""
+
+
+@pytest.mark.parametrize("how", ["script", "stdin"])
+def test_run_from_a_script_without_a_main_guard_measures_once(tmp_path, how):
+    code = SCRIPT.format(results=tmp_path / "results")
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_PLUGINS"}  # the built-in backends only
+    if how == "script":
+        (tmp_path / "bench_me.py").write_text(code)
+        res = subprocess.run([sys.executable, str(tmp_path / "bench_me.py")], capture_output=True, text=True,
+                             timeout=300, cwd=tmp_path, env=env)
+    else:
+        res = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=300,
+                             cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("RESULT") == 1 and "RESULT FINISHED None" in res.stdout, res.stdout + res.stderr[-2000:]
+    records = list((tmp_path / "results" / "records").rglob("*.json"))
+    assert len(records) == 1 and json.loads(records[0].read_text())["status"] == "FINISHED"
