@@ -49,6 +49,10 @@ def _task(cfg: Any) -> str:
                  "job_overrides": [o for o in hc.overrides.task if not o.lstrip("+~").startswith("sweep.")],
                  "swept": sorted(str(k) for k in (hc.sweeper.get("params") or {}))}  # a preset's sweep
     try:
+        if sweep is None:  # one run: a missing library is one line before any work (a sweep records the job
+            from .plugins import get_backend  # FAILED instead, so that its report names what to install)
+
+            get_backend(str(cfg.backend.name)).check_installed()
         record = run(cfg, sweep=sweep)
     except UserError as exc:  # bad input of any kind: one line, exit 2
         if os.environ.get("HARNESS_DEBUG"):

@@ -136,6 +136,11 @@ def test_cli_refuses_typos_paths_and_unwritable_results(tmp_path):
     out = cli("tracking.results_dir=/proc/nope")
     assert out.returncode == 2 and "error: tracking.results_dir=/proc/nope cannot be written" in out.stderr
     assert "Traceback" not in out.stderr
+    out = cli("backend=test_missing", f"tracking.results_dir={tmp_path}")  # found before the child starts
+    assert out.returncode == 2 and out.stderr.strip() == ("error: backend 'test_missing' needs "
+                                                          "surely_not_a_module_xyz, which is not installed: "
+                                                          "pip install -e '.[tvm]'")
+    assert not (tmp_path / "records").exists()  # nothing measured, no FAILED record
 
 
 @pytest.mark.parametrize("name", ["overhead", "null"])
