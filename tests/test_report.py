@@ -84,6 +84,16 @@ def test_an_unknown_sweep_lists_the_known_ones(tmp_path):
         build_report("nope", tmp_path)
 
 
+def test_a_quick_preset_name_finds_its_study(tmp_path):
+    from harness import sweeps
+    from harness.report.runs import find_sweep
+
+    sweeps.start(tmp_path, {"sweep_id": "q1", "sweep_name": "s", "study": "schedules"}, {"enabled": False})
+    assert find_sweep(tmp_path, "schedules_quick")["sweep_id"] == "q1"
+    with pytest.raises(ConfigError, match="no sweep or study named 'prune_quick'"):
+        find_sweep(tmp_path, "prune_quick")
+
+
 def _png_has_content(path: Path) -> bool:
     import matplotlib.image
 

@@ -88,7 +88,7 @@ def find_sweep(results_dir: str | Path, name: str) -> dict[str, Any]:
     for s in states:
         if s["sweep_id"] == name:
             return s
-    of_study = _of_study(states, name)
+    of_study = _of_study(states, name.removesuffix("_quick"))  # a preset's _quick variant is of its study
     if of_study:
         return of_study[-1]
     remote = _mlflow_sweep(results_dir, name)
@@ -104,8 +104,9 @@ def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any
     named alone gives every sweep of it, oldest first."""
     from .tables import LAYOUTS
 
-    if len(names) == 1 and names[0] in LAYOUTS and LAYOUTS[names[0]].combine:
-        found = _of_study(sweeps.states(results_dir), names[0])
+    study = names[0].removesuffix("_quick") if len(names) == 1 else ""
+    if study in LAYOUTS and LAYOUTS[study].combine:
+        found = _of_study(sweeps.states(results_dir), study)
         if found:
             return found
     states = [find_sweep(results_dir, n) for n in names]
