@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from . import sweeps
+from .config import ConfigError
 from .tracking import Tracker, mlflow_available, store_of
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
@@ -64,7 +66,11 @@ class SweepCallback(Callback):
         info["study"] = str(config.get("sweep", {}).get("study", "") or "")
         sweeps.reap(results_dir)
         tracking = _tracking(config)
-        info["started"] = sweeps.start(results_dir, info, tracking)["started"]
+        try:
+            info["started"] = sweeps.start(results_dir, info, tracking)["started"]
+        except ConfigError as exc:  # the same sweep runs already: stop before any job starts. Hydra turns a
+            print(f"error: {exc}", file=sys.stderr)  # callback's Exception into a warning, not a SystemExit
+            raise SystemExit(2) from None
         ACTIVE.update(results_dir=str(results_dir), sweep_id=info["sweep_id"])
         Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
         (Path(config.hydra.sweep.dir) / INFO_FILE).write_text(json.dumps(info))

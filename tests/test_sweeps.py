@@ -253,3 +253,23 @@ def test_a_sweep_run_with_tracking_off_stays_out_of_mlflow_after_an_upload(tmp_p
     client = mlflow.tracking.MlflowClient(uri)
     exp = client.get_experiment_by_name("harness")
     assert exp is None or client.search_runs([exp.experiment_id]) == []
+
+
+def test_a_second_copy_of_a_running_sweep_exits_2_before_any_job(tmp_path):
+    args = ("-m", "model=sample", "device=cpu", "runner=quick", "backend=overhead", "batch=1,2", "tracking=off")
+    first = cli(tmp_path, *args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    (path,) = (tmp_path / "r" / "records" / "sweeps").glob("*/sweep.json")
+    state = json.loads(path.read_text())
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:  # the sweep is marked running in another live process on this host
+        path.write_text(json.dumps({**state, "status": "RUNNING", "pid": alive.pid}))
+        jobs = sorted((tmp_path / "r" / "records").glob("*.json"))
+        second = cli(tmp_path, *args)
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"error: this sweep ({state['sweep_id']}) is already running as process {alive.pid}" in second.stderr
+        assert sorted((tmp_path / "r" / "records").glob("*.json")) == jobs  # nothing measured
+        assert json.loads(path.read_text())["pid"] == alive.pid  # the running sweep's state untouched
+    finally:
+        alive.kill()
+        alive.wait()
