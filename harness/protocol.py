@@ -25,7 +25,7 @@ from .backend import Backend, BackendError, Prepared
 from .clocks import ClockSampler, load_nvml
 from .config import ConfigError
 from .plugins import get_backend
-from .stats import ci_rel_halfwidth, missing_percentiles, summarize
+from .stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
 
 # max |out - ref| / max |ref| allowed per precision
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 3e-2, "bf16": 8e-2}
@@ -143,9 +143,12 @@ def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[
                      f"target +-{100 * r['ci_rel_target']:.2f}%)")
     if metrics.get("latency_cv", 0.0) > NOISY_CV or ci > NOISY_CI:
         notes.append(f"noisy: CV {100 * metrics.get('latency_cv', 0.0):.1f}%, CI +-{100 * ci:.2f}% of the median")
-    short = missing_percentiles(int(metrics.get("samples", 0)), tuple(r.get("percentiles", ())))
+    n = int(metrics.get("samples", 0))
+    short = missing_percentiles(n, tuple(r.get("percentiles", ())))
     if short:
-        notes.append(f"tails left out ({metrics.get('samples', 0):.0f} samples): {', '.join(short)}")
+        most = max(need for p in r.get("percentiles", ()) if (need := min_samples(float(p))) > n)
+        notes.append(f"tails left out ({metrics.get('samples', 0):.0f} samples): {', '.join(short)} "
+                     f"(runner.min_iters={most} gets them)")
     if metrics.get("throttled_samples_dropped", 0.0) > 0 or metrics.get("throttle_reasons_mask", 0.0) > 0:
         notes.append(f"throttled: {metrics.get('throttled_samples_dropped', 0.0):.0f} samples dropped "
                      f"(reasons mask {metrics.get('throttle_reasons_mask', 0.0):.0f})")

@@ -72,9 +72,21 @@ def test_percentiles_are_configurable_and_never_silently_absent(bench_cfg):
                                     "runner.max_time_s": 60.0}), quiet=True)  # stops at 20 (CI target 100%)
     assert rec.metrics["samples"] >= 20, rec.metrics
     assert "latency_p50_ms" in rec.metrics and "latency_p99_ms" not in rec.metrics
-    assert any(n.startswith("tails left out (") and n.endswith(" samples): p99 needs 662") for n in rec.notes)
+    assert any(n.startswith("tails left out (") and n.endswith(" samples): p99 needs 662 (runner.min_iters=662 gets "
+                                                               "them)") for n in rec.notes)
     with pytest.raises(ConfigError, match="runner.percentiles: 100.0 is not a percentile"):
         harness.run(bench_cfg(**{"runner.percentiles": [100.0]}), quiet=True)
+
+
+def test_the_default_percentiles_need_no_more_than_the_default_iterations(bench_cfg):
+    from harness.config import RunnerConfig
+    from harness.stats import min_samples
+
+    default = RunnerConfig()
+    assert max(min_samples(p) for p in default.percentiles) <= default.min_iters
+    rec = harness.run(bench_cfg(**{"runner.min_iters": default.min_iters}), quiet=True)
+    assert rec.status == "FINISHED" and "latency_p90_ms" in rec.metrics
+    assert not any(n.startswith("tails left out") for n in rec.notes), rec.notes
 
 
 def test_transfers_can_be_included_in_the_timed_region(bench_cfg):
