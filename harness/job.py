@@ -40,12 +40,20 @@ def summary_line(model: str, optimization: str, batch: int, cost_s: float | None
             f"Optimization cost: {cost:<8} | Latency: {lat:<10}")
 
 
+#: the config groups a command line names presets of (``runner=quick``)
+PRESET_GROUPS = ("model", "backend", "device", "runner", "tracking")
+
+
 def to_plain(cfg: Any) -> dict[str, Any]:
     """Any config form (BenchConfig, DictConfig, dict) -> a validated plain dict."""
     if isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is not BenchConfig:  # made without the schema
         cfg = OmegaConf.to_container(cfg)
     if isinstance(cfg, dict):  # from Python: apply the schema and the backend's dataclass defaults
         cfg = dict(cfg)
+        named = [f"{k}={v}" for k, v in cfg.items() if k in PRESET_GROUPS and isinstance(v, str)]
+        if named:  # a preset by name is the CLI's way: one line saying how to ask for it from Python
+            raise ConfigError(f"{', '.join(named)}: a config group in a dict takes its values, not a preset name; "
+                              f"for presets use harness.run(overrides=[{', '.join(map(repr, named))}, ...])")
         name = get_backend(cfg.get("backend", {}).get("name", "pytorch")).name  # aliases resolved
         cfg["backend"] = {**cfg.get("backend", {}), "name": name}
         get_backend(name).config_class.check_keys(cfg.get("backend", {}).keys(), name)

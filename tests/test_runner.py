@@ -169,3 +169,12 @@ def test_cli_multirun_logs_children_under_one_parent(tmp_path):
     assert all(r.info.status == "FINISHED" for r in children)
     assert not list((tmp_path / "records" / "pending").glob("*.json"))
     assert np.isfinite([r.data.metrics["run/max_rel_error"] for r in children]).all()
+
+
+def test_a_preset_name_in_a_dict_config_fails_in_one_line():
+    from harness.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        harness.run({"model": {"name": "sample"}, "runner": "quick"}, quiet=True)
+    assert str(err.value) == ("runner=quick: a config group in a dict takes its values, not a preset name; for "
+                              "presets use harness.run(overrides=['runner=quick', ...])")
