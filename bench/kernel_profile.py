@@ -23,6 +23,7 @@ from ios_core.runtime import ScheduledModel, TorchTarget
 from ios_core.runtime.kernels import KernelTable
 from ios_core.runtime.timer import kernel_timer
 from ios_core.schedule.schedule import greedy
+from plugins.pytorch.layout import time_ms
 
 CATEGORIES = [("layout", r"nchwtonhwc|nhwctonchw"), ("triton-template", r"^triton_tem"),
               ("triton-fused", r"^triton_"), ("pool", r"pool"), ("concat", r"cat"),
@@ -34,26 +35,11 @@ def category(name: str) -> str:
     return next((c for c, pat in CATEGORIES if re.search(pat, low)), "other")
 
 
-def wall_ms(infer, x, calls: int = 20) -> float:
-    for _ in range(3):
-        infer(x)
-    times = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            infer(x)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / calls)
-    return float(np.median(times))
-
-
 def profile(name: str, infer, x, calls: int = 10) -> None:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    wall = wall_ms(infer, x)
+    wall = time_ms(infer, x)
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             infer(x)

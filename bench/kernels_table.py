@@ -27,7 +27,8 @@ def rows(results: Path):
             "gemm": m.get("kernel_gemm"), "nchw_ms": m.get("layout_nchw_ms"), "nhwc_ms": m.get("layout_nhwc_ms"),
             "cost_s": m.get("optimization_cost_s"), "final": pa.get("ios_final", ""),
             "greedy_ms": m.get("schedule/search_whole_greedy_ms", m.get("search_whole_greedy_ms")),
-            "pools_triton": m.get("kernel_pool_triton"), "rel_err": m.get("max_rel_error"), "seq_ms": m.get("search_whole_sequential_ms"),
+            "pools_triton": m.get("kernel_pool_triton"), "rel_err": m.get("max_rel_error"),
+            "seq_ms": m.get("search_whole_sequential_ms"),
             "error": (r.get("error") or "")[:120],
         }
 

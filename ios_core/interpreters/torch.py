@@ -20,6 +20,18 @@ def _safe(name: str) -> str:
     return "n_" + "".join(c if c.isalnum() else "_" for c in name)
 
 
+def torch_pool(node: Pool, x):
+    """``node`` with ATen's pooling kernels (the IOS runtime may time a Triton kernel against it)."""
+    if node.pool_type == "global_avg":
+        return x.mean(dim=(2, 3), keepdim=True)
+    if node.pool_type == "global_max":
+        return torch.amax(x, dim=(2, 3), keepdim=True)
+    if node.pool_type == "max":
+        return F.max_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode)
+    return F.avg_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode,
+                        count_include_pad=node.count_include_pad)
+
+
 def torch_activation(x: torch.Tensor, act: str) -> torch.Tensor:
     if act == "relu":
         return F.relu(x)
@@ -57,14 +69,7 @@ class TorchOps(Interpreter[torch.Tensor]):
         return torch_activation(y, node.act)
 
     def visit_pool(self, node: Pool, x):
-        if node.pool_type == "global_avg":
-            return x.mean(dim=(2, 3), keepdim=True)
-        if node.pool_type == "global_max":
-            return torch.amax(x, dim=(2, 3), keepdim=True)
-        if node.pool_type == "max":
-            return F.max_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode)
-        return F.avg_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode,
-                            count_include_pad=node.count_include_pad)
+        return torch_pool(node, x)
 
     def visit_activation(self, node: Activation, x):
         return torch_activation(x, node.act)

@@ -30,6 +30,7 @@ from typing import cast
 import torch
 import torch.nn.functional as F
 
+from ..interpreters.torch import torch_pool
 from ..ir.nodes import Conv, Pool
 
 KERNEL_MODES = ("auto", "cudnn", "gemm")
@@ -74,13 +75,6 @@ def pool_signature(node: Pool, x: torch.Tensor) -> tuple:
             node.ceil_mode, node.count_include_pad, x.dtype)
 
 
-def aten_pool(node: Pool, x: torch.Tensor) -> torch.Tensor:
-    if node.pool_type == "max":
-        return F.max_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode)
-    return F.avg_pool2d(x, node.kernel, node.stride, node.padding, ceil_mode=node.ceil_mode,
-                        count_include_pad=node.count_include_pad)
-
-
 #: Dynamo keeps every function torch.compile wraps under one code object (its ``inner``
 #: wrapper), so the default limit of 8 compiled variants is shared by all of a network's pools:
 #: past it Dynamo silently runs the rest eagerly (seen on the H100). Raised for the measuring
@@ -96,7 +90,7 @@ def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
     dynamo_config.accumulated_recompile_limit = max(dynamo_config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
 
     def pool(x: torch.Tensor) -> torch.Tensor:
-        return aten_pool(node, x)
+        return torch_pool(node, x)
     return cast(Callable[[torch.Tensor], torch.Tensor], torch.compile(pool, dynamic=False, fullgraph=True))
 
 

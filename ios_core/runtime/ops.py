@@ -9,10 +9,10 @@ import numpy as np
 import torch
 
 from ..interpreters.base import Interpreter
-from ..interpreters.torch import TorchOps, torch_activation
+from ..interpreters.torch import TorchOps, torch_activation, torch_pool
 from ..ir import Graph, Node
 from ..ir.nodes import Conv, Linear, Pool, Sequential
-from .kernels import KernelTable, aten_pool, conv_gemm
+from .kernels import KernelTable, conv_gemm
 
 Params = dict[str, tuple[torch.Tensor, torch.Tensor | None]]
 
@@ -61,7 +61,7 @@ class RuntimeOps(TorchOps):
                 return self.kernels.compiled_pool(node, x)(x)
             except Exception as exc:  # noqa: BLE001 - e.g. a Dynamo limit: ATen's kernel from here on, noted
                 self.kernels.demote(node, x, exc)
-        return aten_pool(node, x)
+        return torch_pool(node, x)
 
 
 def graph_channels(graph: Graph) -> dict[str, int]:

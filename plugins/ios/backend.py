@@ -166,7 +166,7 @@ class IosBackend(Backend[IosConfig]):
             sched = optimize(work, cost, algo, r=cfg.r, s=cfg.s, part_size=cfg.part_size, ending=cfg.ending,
                              progress=cfg.progress, keep=cfg.keep, prune=cfg.prune, measure_part=measure_part,
                              greedy_streams=cfg.greedy_streams, screen=screen,
-                             screen_limit=cfg.screen_limit, measure_whole=measure_whole if cfg.select else None)
+                             screen_limit=cfg.screen_limit, measure_whole=measure_whole)
         finally:
             if measured is not None:
                 measured.close()
