@@ -15,8 +15,9 @@ from typing import Any, TextIO
 
 class Progress:
     def __init__(self, desc: str, total: float, unit: str = "", enabled: bool = True, interval: float = 5.0,
-                 stream: TextIO | None = None):
+                 stream: TextIO | None = None, counts: bool = True):
         self.desc, self.total, self.unit = desc, float(total), unit
+        self.counts = counts  # False: the share done only (an estimate of work has no unit worth showing)
         self.enabled, self.interval = enabled, interval
         self.stream = stream or sys.stderr
         self.done = 0.0
@@ -27,7 +28,9 @@ class Progress:
         if enabled and self.stream.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, file=self.stream)
+            fmt = {} if counts else {"bar_format": "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"}
+            self.bar = tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, file=self.stream,
+                            **fmt)
 
     def update(self, n: float = 1.0, **counters: Any) -> None:
         self.done += n
@@ -56,8 +59,10 @@ class Progress:
         frac = self.done / self.total if self.total else 0.0
         left = f", ~{elapsed * (1 - frac) / frac:.0f} s left" if 0.02 < frac < 1 else ""
         extra = "".join(f", {v} {k}" for k, v in self.counters.items())
-        return (f"[{self.desc}] {self.done:.0f}/{self.total:.0f} {self.unit} ({100 * frac:.0f}%){extra}, "
-                f"{elapsed:.0f} s elapsed{left}")
+        done = f"{100 * frac:.0f}%"
+        if self.counts:
+            done = f"{self.done:.0f}/{self.total:.0f} {self.unit} ({done})"
+        return f"[{self.desc}] {done}{extra}, {elapsed:.0f} s elapsed{left}"
 
     def close(self) -> None:
         if self.bar is not None:

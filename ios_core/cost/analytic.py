@@ -40,6 +40,7 @@ DEVICES = {
 
 class AnalyticCostModel:
     name = "analytic"
+    thread_safe = True  # pure arithmetic: the DP may ask it from several threads (under one lock)
 
     def __init__(self, batch: int = 1, device: str | DeviceSpec = "gpu", itemsize: int = 4):
         self.batch = batch
@@ -67,6 +68,21 @@ class AnalyticCostModel:
             shape = n.output_shape
         return total_t, busy
 
+    @property
+    def sync_ms(self) -> float:
+        """What a stage of several groups adds (the compiled DP core composes stages with it)."""
+        return self.spec.sync_us / 1e3
+
+    def unit_numbers(self, graph: Graph, name: str) -> tuple[float, float]:
+        """(latency ms, device-busy ms) of one unit alone: a stage of groups takes
+        max(longest group's latency sum, total busy) + sync_ms (see stage_latency)."""
+        k = (id(graph), name)
+        ops = self._ops
+        if k not in ops:
+            node = graph.node(name)
+            ops[k] = self.op(graph, node, graph.input_shape_of(node))
+        return ops[k]
+
     def stage_latency(self, graph: Graph, stage: Stage) -> float:
         self.measurements += 1
         longest, work = 0.0, 0.0
@@ -80,15 +96,11 @@ class AnalyticCostModel:
         for group in stage.groups:
             t = 0.0
             for name in group:
-                k = (id(graph), name)
-                if k not in ops:
-                    node = graph.node(name)
-                    ops[k] = self.op(graph, node, graph.input_shape_of(node))
-                lt, busy = ops[k]
+                lt, busy = self.unit_numbers(graph, name)
                 t += lt
                 work += busy
             longest = max(longest, t)
-        sync = self.spec.sync_us / 1e3 if len(stage.groups) > 1 else 0.0
+        sync = self.sync_ms if len(stage.groups) > 1 else 0.0
         return max(longest, work) + sync
 
     def stats(self) -> dict[str, float]:

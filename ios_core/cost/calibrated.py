@@ -30,6 +30,15 @@ class CalibratedCostModel:
             self._unit[k] = (ms, busy / t if t > 0 else 1.0)
         return self._unit[k]
 
+    @property
+    def sync_ms(self) -> float:
+        return self.analytic.spec.sync_us / 1e3
+
+    def unit_numbers(self, graph: Graph, name: str) -> tuple[float, float]:
+        """(measured ms, its device-busy part) of one unit: what the compiled DP core composes."""
+        ms, share = self._op(graph, name)
+        return ms, ms * share
+
     def stage_latency(self, graph: Graph, stage: Stage) -> float:
         if stage.merge or (len(stage.groups) == 1 and len(stage.groups[0]) == 1):
             return self.measured.stage_latency(graph, stage)
@@ -41,7 +50,7 @@ class CalibratedCostModel:
                 t += ms
                 work += ms * share
             longest = max(longest, t)
-        sync = self.analytic.spec.sync_us / 1e3 if len(stage.groups) > 1 else 0.0
+        sync = self.sync_ms if len(stage.groups) > 1 else 0.0
         return max(longest, work) + sync
 
     def stats(self) -> dict[str, float]:

@@ -19,8 +19,11 @@ Endings (reference/ios_reference.md 4.3):
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypedDict
 
@@ -28,6 +31,7 @@ from ..ir import Block, Graph, Node
 from ..ir.signature import signature
 from ..progress import Progress
 from ..workload import Workload
+from . import native
 from .merge import merge_key, merged_geometry
 from .schedule import Schedule, Stage, greedy_stages, rule_barriers, sequential_stages
 
@@ -123,6 +127,12 @@ class PartDAG:
             for i in chain:
                 left &= ~(1 << i)
         return chains
+
+
+def stage_of(dag: PartDAG, groups: tuple[int, ...], merge: bool) -> Stage:
+    """The stage of unit masks ``groups``: groups ordered by their lowest unit, units ascending."""
+    names = [[dag.nodes[i].name for i in bits(g)] for g in sorted(groups, key=lambda g: (g & -g))]
+    return Stage(names, merge=merge and popcount(groups[0]) > 1)
 
 
 class _Entry(NamedTuple):
@@ -239,8 +249,7 @@ class _PartSearch:
 
     # -- the recursion -------------------------------------------------------------------
     def stage_of(self, groups: tuple[int, ...], merge: bool) -> Stage:
-        names = [[self.dag.nodes[i].name for i in bits(g)] for g in sorted(groups, key=lambda g: (g & -g))]
-        return Stage(names, merge=merge and popcount(groups[0]) > 1)
+        return stage_of(self.dag, groups, merge)
 
     def stage_latency(self, groups: tuple[int, ...], merge: bool) -> float:
         key = (groups, merge)
@@ -392,7 +401,8 @@ def optimize(work: Workload, cost: CostModel, variant: str = "ios-both", *, r: i
              part_size: int = 50, ending: str = "corrected", progress: bool = False, keep: int = 1, prune: bool = True,
              share_parts: bool = True, measure_part: Callable[[list[Stage]], float] | None = None,
              greedy_streams: int = 10, screen: CostModel | None = None, screen_limit: int = 1500,
-             measure_whole: Callable[[list[Stage]], float] | None = None) -> Schedule:
+             measure_whole: Callable[[list[Stage]], float] | None = None, core: str = "auto",
+             workers: int = 0) -> Schedule:
     """IOS's DP, then (with ``measure_part``) the choice of what actually runs fastest.
 
     Per part, the DP keeps the ``keep`` cheapest schedules under ``cost`` (pruning stages
@@ -405,6 +415,10 @@ def optimize(work: Workload, cost: CostModel, variant: str = "ios-both", *, r: i
     ``measure_whole`` (default ``measure_part``) times the whole model under each finalist
     at the end: the backend passes one that replays the model back to back, as the
     measurement protocol will, where parts are timed with cold weights.
+    ``core``: "auto" (the compiled core where it is built and a part has at most 64 units),
+    "native" or "python" (the reference). ``workers``: threads that search distinct parts at
+    once where the first cost model is thread-safe (0: one per CPU core); the result does
+    not depend on it.
     """
     graph = work.graph
     if variant not in VARIANTS:
@@ -418,58 +432,83 @@ def optimize(work: Workload, cost: CostModel, variant: str = "ios-both", *, r: i
     stats = SearchStats()
     t0 = time.perf_counter()
     all_parts = [(bi, p) for bi, b in enumerate(graph.blocks) for p in parts_of(b, part_size)]
-    bar = Progress(f"ios {variant} {graph.name}: search", sum(len(p) for _, p in all_parts), "units",
-                   enabled=progress)
+    sigs = [signature(graph, [nodes]) if share_parts else "" for _, nodes in all_parts]
+    first: dict[str, int] = {}
+    unique = [i for i, sig in enumerate(sigs) if not sig or first.setdefault(sig, i) == i]
+    dags = {i: PartDAG(graph, all_parts[i][1]) for i in unique}
+    natives = {i: native.use_native(core, dags[i].n) for i in unique}
+    opts = _SearchOpts(keep=keep if measure_part else 1, slack=0.9 if prune else None)
+    first_cost = screen if screen is not None else cost
+    bar, advance = _search_progress(graph, variant, all_parts, unique, dags, r, screen is not None, progress,
+                                    any(natives.values()))
 
     def tick() -> None:
         c = cost.stats()
-        bar.set(states=stats.states, timed=int(c.get("measurements", 0)), cached=int(c.get("cache_hits", 0)),
-                pruned=stats.pruned)
+        bar.set(timed=int(c.get("measurements", 0)), cached=int(c.get("cache_hits", 0)))
+
+    lock = threading.Lock()
+
+    def search(i: int, model: CostModel, part_stats: SearchStats, pass_: int) -> _PartSearch | native.NativePartSearch:
+        args = (graph, dags[i], model, merge, parallel, r, s, ending, part_stats, tick)
+        if natives[i]:
+            return native.NativePartSearch(*args, **opts, lock=lock, on_work=lambda w: advance(i, pass_, w))
+        return _PartSearch(*args, **opts)
+
+    def first_pass(i: int):
+        part_stats = SearchStats()  # per part: parts may be searched in parallel threads
+        found = search(i, first_cost, part_stats, 0)
+        return found, found.solutions(), part_stats
 
     choices: list[PartChoice] = []
     solved: dict[str, PartChoice] = {}
     pending: list[tuple[int, str, list[Node], dict[str, IndexStages]]] = []
     try:
-        for _, nodes in all_parts:
-            sig = signature(graph, [nodes]) if share_parts else ""
-            if sig and sig in solved:
+        threads = _workers(workers, first_cost, [i for i in unique if natives[i]])
+        done: dict[int, tuple] = {}
+        if threads > 1:  # distinct parts at once: the compiled core releases the GIL
+            with ThreadPoolExecutor(threads) as pool:
+                for i, res in zip(unique, pool.map(lambda i: first_pass(i) if natives[i] else None, unique)):
+                    if res is not None:
+                        done[i] = res
+                        advance(i, 0, None)
+        for i, ((_, nodes), sig) in enumerate(zip(all_parts, sigs)):
+            if sig and first[sig] != i:
                 stats.shared_parts += 1
                 choices.append(solved[sig])
             else:
-                dag = PartDAG(graph, nodes)
-                opts = _SearchOpts(keep=keep if measure_part else 1, slack=0.9 if prune else None)
-                search = None
+                if i not in done:
+                    done[i] = first_pass(i)
+                    advance(i, 0, None)
+                found, sols, part_stats = done.pop(i)
+                if screen is None or part_stats.stage_evaluations > screen_limit:
+                    stats.parts_screened += screen is not None
+                    for k in ("states", "transitions", "stage_evaluations", "pruned"):
+                        setattr(stats, k, getattr(stats, k) + getattr(part_stats, k))
                 if screen is not None:
-                    probe_stats = SearchStats()
-                    probe = _PartSearch(graph, dag, screen, merge, parallel, r, s, ending, probe_stats, tick, **opts)
-                    sols = probe.solutions()
-                    if probe_stats.stage_evaluations > screen_limit:
-                        search = probe
-                        stats.parts_screened += 1
-                        for k in ("states", "transitions", "stage_evaluations", "pruned"):
-                            setattr(stats, k, getattr(stats, k) + getattr(probe_stats, k))
-                    elif hasattr(cost, "prefetch"):  # time the stages the screen looked at in batches first
-                        cost.prefetch(graph, [probe.stage_of(g, m) for g, m in probe.latency],
-                                      progress=lambda n: tick())
-                if search is None:
-                    search = _PartSearch(graph, dag, cost, merge, parallel, r, s, ending, stats, tick, **opts)
-                    sols = search.solutions()
-                best = [search.stage_of(g, m) for g, m in sols[0][1]]
+                    if part_stats.stage_evaluations <= screen_limit:
+                        if hasattr(cost, "prefetch"):  # time the stages the screen looked at in batches first
+                            cost.prefetch(graph, [found.stage_of(g, m) for g, m in found.latency],
+                                          progress=lambda n: tick())
+                        found = search(i, cost, stats, 1)
+                        sols = found.solutions()
+                    advance(i, 1, None)
+                best = [found.stage_of(g, m) for g, m in sols[0][1]]
                 choice = PartChoice(_to_index(nodes, best), "dp", sols[0][0])
                 choices.append(choice)
                 if sig:
                     solved[sig] = choice
                 if measure_part is not None:
-                    pending.append((len(choices) - 1, sig, nodes, _candidates(search, nodes, sols, greedy_streams)))
+                    pending.append((len(choices) - 1, sig, nodes, _candidates(found, nodes, sols, greedy_streams)))
             stats.parts += 1
-            bar.update(len(nodes))
             tick()
     finally:
         bar.close()
     stats.search_s = time.perf_counter() - t0
     dp_blocks = _assemble(graph, all_parts, [c.stages for c in choices])
     blocks = dp_blocks
-    extra: dict = {"predicted_ms": sum(c.predicted_ms for c in choices)}
+    used = {natives[i] for i in unique}
+    extra: dict = {"predicted_ms": sum(c.predicted_ms for c in choices),
+                   "search_core": "mixed" if len(used) > 1 else "compiled" if True in used else "python"}
     if measure_part is not None:
         _select(graph, variant, choices, pending, measure_part, progress)
         whole = {"selected": _assemble(graph, all_parts, [c.stages for c in choices]), "dp": dp_blocks,
@@ -491,6 +530,48 @@ def optimize(work: Workload, cost: CostModel, variant: str = "ios-both", *, r: i
                      stats={**stats.as_dict(), **extra})
     sched.check(graph)
     return sched
+
+
+def _workers(workers: int, model: CostModel, natives: list[int]) -> int:
+    """Threads for the first search of distinct parts: only where the compiled core runs them
+    and the cost model may be asked from several threads (the analytic model; the others
+    time on the GPU)."""
+    if workers < 0:
+        raise ValueError(f"workers={workers} must be >= 0 (0: one per CPU core)")
+    if len(natives) < 2 or not getattr(model, "thread_safe", False):
+        return 1
+    return max(1, min(workers or (os.cpu_count() or 1), len(natives)))
+
+
+def _search_progress(graph: Graph, variant: str, all_parts, unique: list[int], dags: dict[int, PartDAG], r: int,
+                      screened: bool, enabled: bool, compiled: bool):
+    """The search's progress bar. Where the compiled core can size each part's DP up front,
+    the bar counts estimated work (per state: its sinks and the root picks its parallel
+    endings walk), so the time left follows the work left, not the share of units done;
+    otherwise it counts units. Returns the bar and ``advance(part, pass, work or None)``
+    (``None``: that pass of the part is done). With a screen every part has two passes
+    (screen, then measured), the second skipped where the screen's answer is kept."""
+    passes = 2 if screened else 1
+    sized = {i: native.part_work(dags[i], r) for i in unique}
+    exact = all(v is not None for v in sized.values())
+    weight = {i: sized[i][1] if exact else float(len(all_parts[i][1])) for i in unique}  # type: ignore[index]
+    states = sum(v[0] for v in sized.values() if v is not None)
+    core = "compiled core" if compiled else "python core"
+    desc = f"ios {variant} {graph.name}: search ({core}{f', {states:,} states' if exact else ''})"
+    bar = Progress(desc, passes * sum(weight.values()), "" if exact else "units", enabled=enabled, counts=not exact)
+    got: dict[tuple[int, int], float] = {}
+    lock = threading.Lock()
+
+    def advance(i: int, pass_: int, work: float | None) -> None:
+        with lock:
+            if pass_ >= passes:
+                return
+            now = weight[i] if work is None or not exact else min(work, weight[i])
+            before = got.get((i, pass_), 0.0)
+            if now > before:
+                got[(i, pass_)] = now
+                bar.update(now - before)
+    return bar, advance
 
 
 def _assemble(graph: Graph, all_parts, stages: list[IndexStages]) -> list[list[Stage]]:

@@ -21,7 +21,7 @@ from ios_core.runtime.kernels import KernelTable
 from ios_core.runtime.layout import time_layouts
 from ios_core.runtime.target import faster_layout, layout_name, parse_channels_last
 from ios_core.runtime.timer import TimingConfig, kernel_timer
-from ios_core.schedule import Schedule, ScheduleError, greedy, optimize, sequential
+from ios_core.schedule import Schedule, ScheduleError, greedy, native, optimize, sequential
 from ios_core.workload import Workload
 
 from .config import IosConfig
@@ -32,7 +32,7 @@ LABELS = {"sequential": "Sequential", "greedy": "Greedy", "ios-merge": "IOS-Merg
 
 class IosBackend(Backend[IosConfig]):
     name = "ios"
-    runs = "IOS: the searched schedule (or Sequential, Greedy) on CUDA streams"
+    runs = f"IOS: the searched schedule (or Sequential, Greedy) on CUDA streams; search core: {native.core_name()}"
     display_name = "IOS"
     config_class = IosConfig
     devices = ("cpu", "cuda")
@@ -166,7 +166,8 @@ class IosBackend(Backend[IosConfig]):
             sched = optimize(work, cost, algo, r=cfg.r, s=cfg.s, part_size=cfg.part_size, ending=cfg.ending,
                              progress=cfg.progress, keep=cfg.keep, prune=cfg.prune, measure_part=measure_part,
                              greedy_streams=cfg.greedy_streams, screen=screen,
-                             screen_limit=cfg.screen_limit, measure_whole=measure_whole)
+                             screen_limit=cfg.screen_limit, measure_whole=measure_whole, core=cfg.search_core,
+                             workers=cfg.search_workers)
         finally:
             if measured is not None:
                 measured.close()

@@ -10,6 +10,7 @@ from ios_core.runtime import RUNTIMES
 from ios_core.runtime.kernels import KERNEL_MODES
 from ios_core.runtime.target import LAYOUT_CHOICES, parse_channels_last
 from ios_core.schedule import ALGORITHMS, ENDINGS
+from ios_core.schedule.native import CORES
 
 COST_MODELS = ("auto", "measured", "calibrated", "analytic")
 #: graph passes on by default: each measured on/off on the H100 (BENCHMARKS.md, "IOS on the fastest kernels")
@@ -29,6 +30,8 @@ class IosConfig(BackendConfig):
     keep: int = 3  # the DP's best schedules per part that are timed in situ
     select: bool = True  # time each part's candidates as they run (with Greedy's and Sequential's) and keep the fastest
     prune: bool = True  # skip timing stages whose lower bound cannot win
+    search_core: str = "auto"  # auto (the compiled C++ core where built), native (require it), python (reference)
+    search_workers: int = 0  # threads searching distinct parts at once (analytic cost model); 0: one per core
     research: bool = False  # search again even when a schedule for this model, batch, precision and GPU is saved
     runtime: str = "graph"  # graph, graph-stages, eager, ios-faithful
     streams: str = "chains"  # chains (follow producers, avoid false dependencies) or stage-order (group j on stream j)
@@ -56,6 +59,9 @@ class IosConfig(BackendConfig):
         choose("backend.runtime", self.runtime, RUNTIMES)
         choose("backend.streams", self.streams, ("chains", "stage-order"))
         choose("backend.kernels", self.kernels, KERNEL_MODES)
+        choose("backend.search_core", self.search_core, CORES)
+        if self.search_workers < 0:
+            raise ConfigError(f"backend.search_workers={self.search_workers} must be >= 0 (0: one per CPU core)")
         try:
             parse_channels_last(self.channels_last)
         except ValueError:
