@@ -6,6 +6,7 @@
 #   profile:  bench/kernel_profile.py (IOS and torch.compile kernel by kernel) with the given arguments
 #   both:     IOS-Both with every default beside torch.compile reduce-overhead (BATCHES, BOTH_PRECISIONS)
 #   sweep:    the kernels preset (PRESET=kernels, or kernels_quick) as one sweep
+#   search:   cold IOS searches per search core (CORES="native python", MODELS), phases by bench/search_table.py
 # Records stay under $RD/records (no MLflow on the lent GPU); bench/kernels_table.py prints them.
 set -uo pipefail
 OUT=${OUT:-results/bench}
@@ -14,7 +15,8 @@ mkdir -p "$OUT"
 if [ -d .whl ]; then  # wheels carried to a machine without Hydra/OmegaConf
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
+# --no-build-isolation: nothing can be fetched there; pybind11 comes with the carried wheels
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.csv"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" | tee -a "$OUT/gpu.csv"
 run() { python3 -m harness device=cuda tracking.results_dir="$RD" "$@" 2>&1 \
@@ -46,6 +48,17 @@ case "${1:-ablation}" in
       done
     done ;;
   one) run "${@:2}" ;;  # one harness run with the given overrides
+  search)  # cold IOS searches, a fresh store each (no saved layout, schedule or stage cost reused)
+    python3 -c "from ios_core.schedule import native; print('search core:', native.core_name())" | tee -a "$OUT/summary.txt"
+    for core in ${CORES:-native}; do
+      for m in ${MODELS:-randwire nasnet inception_v3}; do
+        d="$RD/search-$core-$m"
+        python3 -m harness device=cuda tracking.results_dir="$d" model=$m precision=${PRECISION:-fp16} backend=ios \
+          backend.store="$d" backend.search_core=$core "${@:2}" 2>&1 | grep -E "^Model:|rror|search \(" \
+          | tail -3 | tee -a "$OUT/summary.txt"
+      done
+    done
+    python3 bench/search_table.py "$RD"/search-* | tee "$OUT/search.tsv" ;;
   profile) timeout "${PROFILE_S:-300}" python3 bench/kernel_profile.py "${@:2}" 2>&1 | grep -v -i warn \
              | tee "$OUT/profile.txt" ;;
   sweep)
@@ -53,4 +66,4 @@ case "${1:-ablation}" in
       | grep -vE "^\s*$" | tee -a "$OUT/sweep.txt" | grep -E "^Model:|rror|^\|" ;;
 esac
 python3 bench/kernels_table.py "$RD" | tee "$OUT/table.tsv"
-tar czf "$OUT/records.tgz" -C "$RD" records schedules 2>/dev/null
+tar czf "$OUT/records.tgz" -C "$RD" records schedules $(cd "$RD" && ls -d search-* 2>/dev/null) 2>/dev/null
