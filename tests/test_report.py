@@ -207,3 +207,26 @@ def test_the_launcher_table_compares_a_sweep_run_one_at_a_time_and_load_aware():
     assert t is not None and t.rows == ["b", "l"]
     assert t.grid()[1] == ["b", "one job at a time", "4", "336.0", "-", "-", "-"]
     assert t.grid()[2] == ["l", "load-aware (2 CPU slots, 1 device(s))", "4", "276.0", "269.0", "18%", "192.0"]
+
+
+def test_batch_varying_sweeps_compare_images_per_second():
+    """Latencies of batch 1 and batch 2 are no speed-up of each other: with batch varying across columns
+    the report adds images/s and takes the speed-up (and the bars) on it (issue 27 item 3)."""
+    runs = []
+    for batch, (pt, ort) in {1: (20.0, 19.0), 2: (41.8, 39.9)}.items():
+        for label, backend, ms in (("PyTorch", "pytorch", pt), ("ONNXRuntime", "onnxruntime", ort)):
+            r = run(label, "sample", ms, backend=backend, batch=batch)
+            r.record["config"]["batch"] = batch
+            r.record["metrics"]["throughput_ips"] = batch * 1000 / ms
+            runs.append(r)
+    tables = build_tables(runs, LAYOUTS["schedules"], "backend=pytorch")
+    titles = [t.title for t in tables]
+    assert titles[1] == "all runs: throughput (images/s)", titles
+    speed = tables[-1].markdown()
+    # PyTorch at batch 1 is the baseline (50.0 images/s); ONNX Runtime at batch 2 gives 50.1 images/s
+    row = next(line for line in speed.splitlines() if line.startswith("| sample"))
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    thr = {c: tables[1].cells[("sample", c)] for c in tables[1].cols}
+    base = thr[tables[1].cols[0]]
+    assert cells == [f"{v / base:.2f}x" for v in thr.values()]
+    assert max(v / base for v in thr.values()) < 1.06  # latency ratios would say 0.48x for batch 2

@@ -16,9 +16,11 @@ from . import plots
 from .runs import Run, _tracker, find_sweeps, load_runs
 from .tables import (
     LAYOUTS,
+    METRICS,
     Layout,
     Table,
     baseline_column,
+    batch_varies_across_columns,
     build_tables,
     key_name,
     launcher_table,
@@ -60,7 +62,10 @@ def _plots(runs: list[Run], layout: Layout, tables: list[Table], baseline: str,
         out[f"{layout.metric}-vs-{layout.rows}"] = plots.lines(values[0])
     if layout.plot in ("bars", "scatter", "lines") and not layout.per and values and len(values[0].cols) > 1:
         base = baseline_column(runs, layout, baseline)
-        out["normalised-throughput"] = plots.bars(values[0], base, layout.metric == "throughput",
+        bars, higher = values[0], layout.metric == "throughput"
+        if batch_varies_across_columns(runs, layout):  # the images/s table build_tables added
+            bars, higher = next(t for t in values if t.title.endswith(METRICS["throughput"][1])), True
+        out["normalised-throughput"] = plots.bars(bars, base, higher,
                                                   f"{study or 'sweep'}: throughput normalised to "
                                                   f"{base or values[0].cols[0]}")
     return out

@@ -186,6 +186,13 @@ def normalised_table(values: Table) -> Table:
     return t
 
 
+def batch_varies_across_columns(runs: list[Run], layout: Layout) -> bool:
+    """Whether a latency table's columns hold different batch sizes (batch is neither its rows
+    nor a per-table key), so that ratios between columns must be taken on throughput."""
+    return (layout.metric == "latency" and layout.rows != "batch" and "batch" not in per_keys(layout)
+            and len({r.value("batch") for r in runs}) > 1)
+
+
 def build_tables(runs: list[Run], layout: Layout, baseline: str) -> list[Table]:
     groups = {"": runs}
     if layout.per:
@@ -198,9 +205,14 @@ def build_tables(runs: list[Run], layout: Layout, baseline: str) -> list[Table]:
         tables.append(values)
         if layout.cols:
             tables.append(normalised_table(values))
+        ranked, higher = values, layout.metric == "throughput"
+        if batch_varies_across_columns(group, layout):
+            # latencies of different batch sizes are no speed-up: compare images/s (batch x 1000 / median ms)
+            ranked, higher = value_table(group, replace(layout, metric="throughput"), name or "all runs"), True
+            tables.append(ranked)
         base = baseline_column(group, layout, baseline)
-        if base is not None and base in values.cols:
-            tables.append(speedup_table(values, base, layout.metric == "throughput"))
+        if base is not None and base in ranked.cols:
+            tables.append(speedup_table(ranked, base, higher))
         for metric in layout.also:
             tables.append(value_table(group, replace(layout, metric=metric), name or "all runs"))
     return tables

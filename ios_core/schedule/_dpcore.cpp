@@ -50,30 +50,39 @@ struct Entry {
   int prev;
 };
 
-// Every stage whose latency was asked for, in the order asked: its groups (sorted by mask
-// value, as Python's tuple(sorted(groups))), merge flag and latency.
-struct StageTable {
+// Stages as flat arrays: groups (unit masks) of each, and its merge flag.
+struct GroupList {
   std::vector<u64> pool;
   std::vector<std::uint32_t> off;
   std::vector<std::uint16_t> len;
   std::vector<char> merge;
+
+  void push(const u64* g, int n, bool m) {
+    off.push_back(static_cast<std::uint32_t>(pool.size()));
+    pool.insert(pool.end(), g, g + n);
+    len.push_back(static_cast<std::uint16_t>(n));
+    merge.push_back(m);
+  }
+  const u64* at(size_t k) const { return pool.data() + off[k]; }
+  std::vector<u64> groups(size_t k) const { return std::vector<u64>(at(k), at(k) + len[k]); }
+  bool same(size_t k, const u64* g, int n) const { return len[k] == n && std::equal(g, g + n, at(k)); }
+};
+
+// Every stage whose latency was asked for, in the order asked: its groups (sorted by mask
+// value, as Python's tuple(sorted(groups))), merge flag and latency.
+struct StageTable : GroupList {
   std::vector<double> latency;
   std::unordered_multimap<u64, int> index;
 
   int find(const u64* g, int n, bool m, u64 h) const {
     auto range = index.equal_range(h);
-    for (auto it = range.first; it != range.second; ++it) {
-      int id = it->second;
-      if (len[id] == n && static_cast<bool>(merge[id]) == m && std::equal(g, g + n, pool.begin() + off[id])) return id;
-    }
+    for (auto it = range.first; it != range.second; ++it)
+      if (static_cast<bool>(merge[it->second]) == m && same(it->second, g, n)) return it->second;
     return -1;
   }
   int add(const u64* g, int n, bool m, u64 h, double lat) {
     int id = static_cast<int>(latency.size());
-    off.push_back(static_cast<std::uint32_t>(pool.size()));
-    pool.insert(pool.end(), g, g + n);
-    len.push_back(static_cast<std::uint16_t>(n));
-    merge.push_back(m);
+    push(g, n, m);
     latency.push_back(lat);
     index.emplace(h, id);
     return id;
@@ -141,8 +150,7 @@ class PartSolver {
       int rk = rank;
       while (s) {
         const Entry& e = memo_.at(s)[rk];
-        std::vector<u64> groups(table_.pool.begin() + table_.off[e.stage],
-                                table_.pool.begin() + table_.off[e.stage] + table_.len[e.stage]);
+        std::vector<u64> groups = table_.groups(e.stage);
         for (u64 g : groups) s &= ~g;
         stages.emplace_back(std::move(groups), static_cast<bool>(table_.merge[e.stage]));
         rk = e.prev;
@@ -157,9 +165,7 @@ class PartSolver {
   std::vector<std::tuple<std::vector<u64>, bool, double>> evaluated() const {
     std::vector<std::tuple<std::vector<u64>, bool, double>> out;
     for (size_t id = 0; id < table_.latency.size(); ++id)
-      out.emplace_back(std::vector<u64>(table_.pool.begin() + table_.off[id],
-                                        table_.pool.begin() + table_.off[id] + table_.len[id]),
-                       static_cast<bool>(table_.merge[id]), table_.latency[id]);
+      out.emplace_back(table_.groups(id), static_cast<bool>(table_.merge[id]), table_.latency[id]);
     return out;
   }
 
@@ -277,18 +283,7 @@ class PartSolver {
     return ok;
   }
 
-  struct Endings {
-    std::vector<u64> pool;
-    std::vector<std::uint32_t> off;
-    std::vector<std::uint16_t> len;
-    std::vector<char> merge;
-    void push(const u64* g, int n, bool m) {
-      off.push_back(static_cast<std::uint32_t>(pool.size()));
-      pool.insert(pool.end(), g, g + n);
-      len.push_back(static_cast<std::uint16_t>(n));
-      merge.push_back(m);
-    }
-  };
+  using Endings = GroupList;
 
   void parallel_dfs(size_t ci, std::vector<u64>& groups, const std::vector<std::vector<u64>>& cands, Endings& out,
                     std::unordered_multimap<u64, std::uint32_t>& seen) {
@@ -302,8 +297,7 @@ class PartSolver {
       u64 h = hash_groups(key, n, false);
       auto range = seen.equal_range(h);
       for (auto it = range.first; it != range.second; ++it) {
-        std::uint32_t k = it->second;
-        if (out.len[k] == n && std::equal(key, key + n, out.pool.begin() + out.off[k])) return;
+        if (out.same(it->second, key, n)) return;
       }
       seen.emplace(h, static_cast<std::uint32_t>(out.len.size()));
       out.push(key, n, false);
@@ -404,12 +398,12 @@ class PartSolver {
     cands.reserve(count);
     for (size_t k = 0; k < count; ++k) {
       ++transitions_;
-      const u64* g = ends.pool.data() + ends.off[k];
+      const u64* g = ends.at(k);
       int n = ends.len[k];
       u64 used = 0;
       for (int j = 0; j < n; ++j) used |= g[j];
       const std::vector<Entry>& sub = solve(s & ~used);
-      g = ends.pool.data() + ends.off[k];
+      g = ends.at(k);  // the recursion does not touch this state's list
       double lb = slack_ ? lower_bound(g, n, ends.merge[k]) : 0.0;
       cands.push_back(Cand{sub[0].cost + lb, ends.off[k], static_cast<std::uint16_t>(n),
                            static_cast<bool>(ends.merge[k]), &sub});
@@ -422,7 +416,7 @@ class PartSolver {
         pruned_ += static_cast<long>(cands.size() - i);
         break;
       }
-      const u64* g = ends.pool.data() + c.off;
+      const u64* g = ends.pool.data() + c.off;  // Cand keeps the offset: candidates are re-sorted
       int id = stage_id(g, c.len, c.merge);
       double lat = table_.latency[id];
       u64 h = hash_groups(g, c.len, c.merge);
