@@ -10,6 +10,7 @@ so concurrency pays exactly when ops are too small to fill the device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,7 +86,6 @@ class AnalyticCostModel:
 
     def stage_latency(self, graph: Graph, stage: Stage) -> float:
         self.measurements += 1
-        longest, work = 0.0, 0.0
         ops = self._ops
         if stage.merge and len(stage.groups[0]) > 1:
             k = (id(graph), " ".join(stage.groups[0]))
@@ -93,21 +93,31 @@ class AnalyticCostModel:
                 node = stage_nodes(graph, stage)[0][0]
                 ops[k] = self.op(graph, node, graph.input_shape_of(node))  # named after its first conv
             return ops[k][0]
-        for group in stage.groups:
-            t = 0.0
-            for name in group:
-                lt, busy = self.unit_numbers(graph, name)
-                t += lt
-                work += busy
-            longest = max(longest, t)
-        sync = self.sync_ms if len(stage.groups) > 1 else 0.0
-        return max(longest, work) + sync
+        return compose(graph, stage, self.unit_numbers, self.sync_ms)
 
     def stats(self) -> dict[str, float]:
         return {"measurements": self.measurements, "cache_hits": self.cache_hits}
 
     def close(self) -> None:
         pass
+
+
+def compose(graph: Graph, stage: Stage, unit_numbers: Callable[[Graph, str], tuple[float, float]],
+            sync_ms: float) -> float:
+    """A stage of concurrent groups from its units' (latency, device-busy) numbers: the longer of
+    its longest group and its total busy work, plus ``sync_ms`` when it has several groups. The
+    analytic and calibrated models share this rule, and the compiled DP core follows it in the
+    same order of sums."""
+    longest, work = 0.0, 0.0
+    for group in stage.groups:
+        t = 0.0
+        for name in group:
+            lt, busy = unit_numbers(graph, name)
+            t += lt
+            work += busy
+        longest = max(longest, t)
+    sync = sync_ms if len(stage.groups) > 1 else 0.0
+    return max(longest, work) + sync
 
 
 def _weight_elems(n: Node, in_shape) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..ir import Graph
 from ..schedule.schedule import Stage
-from .analytic import AnalyticCostModel
+from .analytic import AnalyticCostModel, compose
 
 
 class CalibratedCostModel:
@@ -42,16 +42,7 @@ class CalibratedCostModel:
     def stage_latency(self, graph: Graph, stage: Stage) -> float:
         if stage.merge or (len(stage.groups) == 1 and len(stage.groups[0]) == 1):
             return self.measured.stage_latency(graph, stage)
-        longest, work = 0.0, 0.0
-        for group in stage.groups:
-            t = 0.0
-            for name in group:
-                ms, share = self._op(graph, name)
-                t += ms
-                work += ms * share
-            longest = max(longest, t)
-        sync = self.sync_ms if len(stage.groups) > 1 else 0.0
-        return max(longest, work) + sync
+        return compose(graph, stage, self.unit_numbers, self.sync_ms)
 
     def stats(self) -> dict[str, float]:
         return self.measured.stats()

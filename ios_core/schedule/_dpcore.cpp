@@ -72,6 +72,7 @@ struct GroupList {
 // value, as Python's tuple(sorted(groups))), merge flag and latency.
 struct StageTable : GroupList {
   std::vector<double> latency;
+  std::vector<u64> hash;  // hash_groups of each stage: the index key, and the DP entries' order-free key
   std::unordered_multimap<u64, int> index;
 
   int find(const u64* g, int n, bool m, u64 h) const {
@@ -84,6 +85,7 @@ struct StageTable : GroupList {
     int id = static_cast<int>(latency.size());
     push(g, n, m);
     latency.push_back(lat);
+    hash.push_back(h);
     index.emplace(h, id);
     return id;
   }
@@ -198,9 +200,9 @@ class PartSolver {
 
   double compute_latency(const u64* g, int n, bool merge) {
     bool merged = merge && popcount(g[0]) > 1;
-    if (unit_fn_ && !merged) {  // the composition rule of the analytic and calibrated models
-      std::vector<u64> by_low(g, g + n);
-      std::stable_sort(by_low.begin(), by_low.end(), [](u64 a, u64 b) { return (a & -a) < (b & -b); });
+    std::vector<u64> by_low(g, g + n);  // groups by lowest unit, as the Python reference's Stage
+    std::stable_sort(by_low.begin(), by_low.end(), [](u64 a, u64 b) { return (a & -a) < (b & -b); });
+    if (unit_fn_ && !merged) {  // the composition rule of the analytic and calibrated models (cost.analytic.compose)
       double longest = 0.0, work = 0.0;
       for (u64 grp : by_low) {
         double t = 0.0;
@@ -217,8 +219,6 @@ class PartSolver {
     }
     py::gil_scoped_acquire acquire;
     py::list groups;
-    std::vector<u64> by_low(g, g + n);
-    std::stable_sort(by_low.begin(), by_low.end(), [](u64 a, u64 b) { return (a & -a) < (b & -b); });
     for (u64 grp : by_low) {
       py::list units;
       for (u64 x = grp; x; x &= x - 1) units.append(lowbit_index(x));
@@ -235,7 +235,7 @@ class PartSolver {
     id = table_.add(g, n, merge, h, lat);
     if (tick_ && tick_every_ > 0 && static_cast<long>(table_.latency.size()) % tick_every_ == 0) {
       py::gil_scoped_acquire acquire;
-      (*tick_)(work_, static_cast<long>(table_.latency.size()), pruned_);
+      (*tick_)(work_);
     }
     return id;
   }
@@ -419,7 +419,7 @@ class PartSolver {
       const u64* g = ends.pool.data() + c.off;  // Cand keeps the offset: candidates are re-sorted
       int id = stage_id(g, c.len, c.merge);
       double lat = table_.latency[id];
-      u64 h = hash_groups(g, c.len, c.merge);
+      u64 h = table_.hash[id];
       const std::vector<Entry>& sub = *c.sub;
       for (int rank = 0; rank < static_cast<int>(sub.size()); ++rank) {
         double cost = sub[rank].cost + lat;
@@ -437,7 +437,7 @@ class PartSolver {
     work_ += state_work(s, succs_, desc_, chains_, r_);
     if (tick_ && tick_every_ > 0 && states_ % 256 == 0) {
       py::gil_scoped_acquire acquire;
-      (*tick_)(work_, static_cast<long>(table_.latency.size()), pruned_);
+      (*tick_)(work_);
     }
     return memo_.emplace(s, std::move(top)).first->second;
   }

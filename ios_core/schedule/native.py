@@ -100,7 +100,7 @@ class NativePartSearch:
     def _merge_ok(self, units: list[int]) -> bool:
         return merged_geometry([self.dag.nodes[i] for i in units]) is not None
 
-    def _on_tick(self, work: float, evaluations: int, pruned: int) -> None:
+    def _on_tick(self, work: float) -> None:
         with self._lock:
             if self._on_work is not None:
                 self._on_work(work)

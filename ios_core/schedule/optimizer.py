@@ -480,18 +480,17 @@ def optimize(work: Workload, cost: CostModel, variant: str = "ios-both", *, r: i
                     done[i] = first_pass(i)
                     advance(i, 0, None)
                 found, sols, part_stats = done.pop(i)
-                if screen is None or part_stats.stage_evaluations > screen_limit:
-                    stats.parts_screened += screen is not None
+                if screen is None or part_stats.stage_evaluations > screen_limit:  # the first pass's answer stands
+                    stats.parts_screened += int(screen is not None)
                     for k in ("states", "transitions", "stage_evaluations", "pruned"):
                         setattr(stats, k, getattr(stats, k) + getattr(part_stats, k))
-                if screen is not None:
-                    if part_stats.stage_evaluations <= screen_limit:
-                        if hasattr(cost, "prefetch"):  # time the stages the screen looked at in batches first
-                            cost.prefetch(graph, [found.stage_of(g, m) for g, m in found.latency],
-                                          progress=lambda n: tick())
-                        found = search(i, cost, stats, 1)
-                        sols = found.solutions()
-                    advance(i, 1, None)
+                else:  # screened: solve again with the measured model
+                    if hasattr(cost, "prefetch"):  # time the stages the screen looked at in batches first
+                        cost.prefetch(graph, [found.stage_of(g, m) for g, m in found.latency],
+                                      progress=lambda n: tick())
+                    found = search(i, cost, stats, 1)
+                    sols = found.solutions()
+                advance(i, 1, None)  # a no-op without a screen
                 best = [found.stage_of(g, m) for g, m in sols[0][1]]
                 choice = PartChoice(_to_index(nodes, best), "dp", sols[0][0])
                 choices.append(choice)
@@ -552,7 +551,7 @@ def _search_progress(graph: Graph, variant: str, all_parts, unique: list[int], d
     (``None``: that pass of the part is done). With a screen every part has two passes
     (screen, then measured), the second skipped where the screen's answer is kept."""
     passes = 2 if screened else 1
-    sized = {i: native.part_work(dags[i], r) for i in unique}
+    sized = {i: native.part_work(dags[i], r) if enabled else None for i in unique}  # no sizing for a hidden bar
     exact = all(v is not None for v in sized.values())
     weight = {i: sized[i][1] if exact else float(len(all_parts[i][1])) for i in unique}  # type: ignore[index]
     states = sum(v[0] for v in sized.values() if v is not None)
