@@ -15,8 +15,9 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from . import sweeps
+from . import faults, sweeps
 from .config import ConfigError
+from .store import StoreError
 from .tracking import Tracker, mlflow_available, store_of
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
@@ -66,11 +67,13 @@ class SweepCallback(Callback):
         info["study"] = str(config.get("sweep", {}).get("study", "") or "")
         sweeps.reap(results_dir)
         tracking = _tracking(config)
+        before = sweeps.read_state(results_dir, info["sweep_id"])
         try:
             info["started"] = sweeps.start(results_dir, info, tracking)["started"]
         except ConfigError as exc:  # the same sweep runs already: stop before any job starts. Hydra turns a
             print(f"error: {exc}", file=sys.stderr)  # callback's Exception into a warning, not a SystemExit
             raise SystemExit(2) from None
+        faults.point("sweep.started")
         ACTIVE.update(results_dir=str(results_dir), sweep_id=info["sweep_id"])
         Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
         (Path(config.hydra.sweep.dir) / INFO_FILE).write_text(json.dumps(info))
@@ -82,6 +85,12 @@ class SweepCallback(Callback):
             parent = t.parent_run(info["sweep_id"], info["sweep_name"], info["sweep_command"], reopen=True)
             if info["study"]:
                 t.client.set_tag(parent, "harness.study", info["study"])
+            faults.point("sweep.parent")
+        except StoreError as exc:  # a half-made store: fixed first, nothing measured, no trace of this attempt
+            sweeps.restore(results_dir, info["sweep_id"], before)
+            ACTIVE.clear()
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         except Exception as exc:  # store down: jobs keep records; upload creates the parent later
             warnings.warn(f"could not create the sweep's parent run ({str(exc).splitlines()[0][:200]})",
                           stacklevel=2)
@@ -91,12 +100,14 @@ class SweepCallback(Callback):
         info = _identity(config)
         state = sweeps.end(results_dir, info["sweep_id"]) or {}
         ACTIVE.clear()
+        faults.point("sweep.ended")
         jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))
         ENDED["failed"] = sum(j["status"] != "FINISHED" for j in jobs)
         _launcher_summary(config, results_dir, info, state)
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")
         sweeps.log_speedups(results_dir, info["sweep_id"], baseline)
+        faults.point("sweep.table")
         sweeps.print_table(results_dir, info["sweep_id"], baseline)
 
 

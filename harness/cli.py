@@ -40,6 +40,7 @@ def _task(cfg: Any) -> str:
 
     from .callbacks import job_sweep_info
     from .job import run
+    from .store import StoreError
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
@@ -58,7 +59,7 @@ def _task(cfg: Any) -> str:
         if os.environ.get("HARNESS_DEBUG"):
             raise
         print(f"error: {exc}", file=sys.stderr)
-        if sweep is None:  # a single run
+        if sweep is None or isinstance(exc, StoreError):  # a single run; a store to fix first (records kept)
             sys.exit(2)
         from . import sweeps  # one bad combination does not end the sweep: it is recorded FAILED
 

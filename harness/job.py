@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from ios_core.ir import GraphError
 from ios_core.models import build_model, check_params
 
-from . import sweeps
+from . import faults, sweeps
 from .clocks import ClockLock, load_nvml
 from .config import BenchConfig, ClockLockMode, ConfigError, validate
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
@@ -216,9 +216,12 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         record.notes = [*(record.notes or []), note]
         line += f" | {note}"
     record.end(status, line, label)
+    faults.point("job.measured")
+    if sweep and sweep.get("sweep_id"):  # the entry first: killed before the record is saved, a rerun finds
+        sweeps.record_job(tr["results_dir"], sweep, plain, record)  # no record behind it and measures again
+        faults.point("job.indexed")
     save_record(record, tr["results_dir"], pending=tr["enabled"])
-    if sweep and sweep.get("sweep_id"):
-        sweeps.record_job(tr["results_dir"], sweep, plain, record)
+    faults.point("job.saved")
     deliver(record, tr["results_dir"])
     if interrupted is not None:
         if sweep and sweep.get("sweep_id"):

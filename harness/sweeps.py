@@ -17,6 +17,7 @@ RUNNING for good.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from . import faults
 from .record import Record
 from .tracking import records_dir, write_json
 from .tracking import store_of as tracking_store
@@ -72,22 +74,36 @@ def start(results_dir: str | Path, info: dict[str, str], tracking: dict[str, Any
 
         raise ConfigError(f"this sweep ({info['sweep_id']}) is already running as process {old['pid']}; "
                           f"wait for it, or stop it first (its finished jobs are kept either way)")
-    state = {**old, **info, "status": "RUNNING", "pid": os.getpid(),
-             "host": platform.node(), "started": datetime.now(UTC).isoformat(), "ended": None,
+    now = datetime.now(UTC).isoformat()
+    state = {**old, **info, "status": "RUNNING", "pid": os.getpid(), "host": platform.node(), "started": now,
+             "first_started": old.get("first_started") or old.get("started") or now, "ended": None,
              "parent_closed": False, "tracking": tracking}
     write_json(sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)
     return state
 
 
-def end(results_dir: str | Path, sweep_id: str, status: str | None = None) -> dict[str, Any] | None:
-    """Mark the sweep ended; status defaults to FAILED when any job is not FINISHED."""
+def restore(results_dir: str | Path, sweep_id: str, before: dict[str, Any] | None) -> None:
+    """Undo :func:`start` of an attempt that ran nothing: the earlier state back, or no sweep at all."""
+    folder = sweep_dir(results_dir, sweep_id)
+    if before is not None:
+        write_json(folder / "sweep.json", before)
+        return
+    (folder / "sweep.json").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # empty now unless jobs of an older attempt are kept there
+        folder.rmdir()
+
+
+def end(results_dir: str | Path, sweep_id: str, status: str | None = None,
+        ended: str | None = None) -> dict[str, Any] | None:
+    """Mark the sweep ended (at ``ended``, default now); status defaults to FAILED when any job is
+    not FINISHED."""
     state = read_state(results_dir, sweep_id)
     if state is None:
         return None
     if status is None:
         jobs = job_entries(results_dir, sweep_id, state.get("started"))
         status = "FINISHED" if all(j["status"] == "FINISHED" for j in jobs) else "FAILED"
-    state.update(status=status, ended=datetime.now(UTC).isoformat(), parent_closed=False)  # jobs: this attempt
+    state.update(status=status, ended=ended or datetime.now(UTC).isoformat(), parent_closed=False)  # this attempt
     write_json(sweep_dir(results_dir, sweep_id) / "sweep.json", state)
     return state
 
@@ -109,14 +125,17 @@ def states(results_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def reap(results_dir: str | Path, other_hosts: bool = False) -> list[str]:
-    """Sweeps marked RUNNING whose process on this host is gone are ended as KILLED; with
-    ``other_hosts`` also every RUNNING sweep of another machine (results copied home)."""
+    """Sweeps marked RUNNING whose process on this host is gone are ended as KILLED, at the time
+    their last job ended (or they started); with ``other_hosts`` also every RUNNING sweep of
+    another machine (results copied home: the machine's process ended with the copy)."""
     reaped = []
     for state in states(results_dir):
         if state.get("status") == "RUNNING" and (
                 (state.get("host") == platform.node() and not _alive(int(state.get("pid", 0))))
                 or (other_hosts and state.get("host") != platform.node())):
-            end(results_dir, state["sweep_id"], "KILLED")
+            jobs = job_entries(results_dir, state["sweep_id"], state.get("started"))
+            last = max([str(j["ended"]) for j in jobs if j.get("ended")] + [str(state.get("started") or "")])
+            end(results_dir, state["sweep_id"], "KILLED", last or None)
             reaped.append(state["sweep_id"])
     return reaped
 
@@ -131,9 +150,12 @@ def untracked(state: dict[str, Any]) -> bool:
     return not (state.get("tracking") or {}).get("enabled", True)
 
 
-def close_parents(results_dir: str | Path, uri: str | None = None, experiment: str | None = None) -> int:
-    """Close the MLflow parent run of every ended sweep whose parent is still open.
-    Returns how many were closed; a store that is down leaves them for a later call."""
+def close_parents(results_dir: str | Path, uri: str | None = None, experiment: str | None = None,
+                  strict: bool = False) -> int:
+    """Close the MLflow parent run of every ended sweep whose parent is still open, with the
+    sweep's status and end time. Returns how many were closed; a store that is down leaves them
+    for a later call (``strict``: a store that needs a fix raises :class:`StoreError`)."""
+    from .store import StoreError
     from .tracking import Tracker, mlflow_available
 
     if not mlflow_available():
@@ -147,11 +169,17 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
         try:
             own_uri, own_experiment = store_of(results_dir, state)
             t = Tracker(uri or own_uri, experiment or own_experiment)
-            parent = t.parent_run(state["sweep_id"], state.get("sweep_name", ""), state.get("sweep_command"))
+            parent = t.parent_run(state["sweep_id"], state.get("sweep_name", ""), state.get("sweep_command"),
+                                  started=state.get("first_started") or state.get("started"))
             t.client.set_tag(parent, "harness.sweep_status", state["status"])
             if state.get("study"):
                 t.client.set_tag(parent, "harness.study", state["study"])
-            t.client.set_terminated(parent, state["status"])
+            t.client.set_terminated(parent, state["status"], end_time=iso_ms(state.get("ended")))
+            faults.point("parent.closed")
+        except StoreError:
+            if strict:
+                raise
+            continue
         except Exception:  # store down: the state stays open for the next upload
             continue
         path = sweep_dir(results_dir, state["sweep_id"]) / "sweep.json"
@@ -161,6 +189,11 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
             write_json(path, now)
         closed += 1
     return closed
+
+
+def iso_ms(iso: str | None) -> int | None:
+    """An ISO time as MLflow's milliseconds (None: MLflow takes now)."""
+    return int(datetime.fromisoformat(iso).timestamp() * 1000) if iso else None
 
 
 def job_key(plain: dict[str, Any]) -> str:

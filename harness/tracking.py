@@ -9,7 +9,6 @@ is lost. A sweep is a parent run (found or created by its sweep id) with child r
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -18,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from . import faults, store
 from .record import Record
 
 MAX_PARAM_LEN = 6000
@@ -97,19 +97,13 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri, self.experiment = uri, experiment
-        lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-        if uri.startswith("sqlite:///"):  # two first runs at once: one creates the schema, the other waits
-            from filelock import FileLock
-
-            db = Path(uri[len("sqlite:///"):])
-            db.parent.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(db) + ".lock", timeout=120)
-        with lock:
+        with store.locked(uri):  # two first runs at once: one makes the store and the experiment, the other waits
+            store.ensure(uri)  # a new local store is made whole or not at all; a half-made one is refused
             self.client = MlflowClient(tracking_uri=uri)
             exp = self.client.get_experiment_by_name(experiment)
             if exp is None:  # keep a local store's artifacts beside it, not in ./mlruns of the cwd
-                loc = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").as_uri() \
-                    if uri.startswith("sqlite:///") else None
+                db = store.sqlite_path(uri)
+                loc = (db.parent / "mlartifacts").as_uri() if db is not None else None
                 self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
                 self._drop_empty_default()
             else:
@@ -125,9 +119,11 @@ class Tracker:
         except Exception:  # a server that refuses: a cosmetic matter only
             pass
 
-    def parent_run(self, sweep_id: str, name: str, command: str | None = None, reopen: bool = False) -> str:
+    def parent_run(self, sweep_id: str, name: str, command: str | None = None, reopen: bool = False,
+                   started: str | None = None) -> str:
         """Find or create the parent run of a sweep (idempotent across jobs, reruns and uploads);
-        ``reopen`` marks a parent that an earlier, interrupted attempt closed as RUNNING again."""
+        ``reopen`` marks a parent that an earlier, interrupted attempt closed as RUNNING again;
+        a parent made now (an upload) starts when the sweep did (``started``, ISO), not now."""
         found = self.client.search_runs([self.experiment_id], f"tags.`harness.sweep_id` = '{sweep_id}' and "
                                                               f"tags.`harness.parent` = 'true'", max_results=1)
         if found:
@@ -138,7 +134,8 @@ class Tracker:
         tags = {"harness.sweep_id": sweep_id, "harness.parent": "true"}
         if command:
             tags.update({"harness.command": command, "mlflow.note.content": f"`{command}`"})
-        return self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
+        return self.client.create_run(self.experiment_id, run_name=name, tags=tags,
+                                      start_time=_ms(started) if started else None).info.run_id
 
     def log(self, record: Record) -> str:
         from mlflow.entities import Metric, Param
@@ -149,7 +146,8 @@ class Tracker:
         sweep = record.tracking.get("sweep_id")
         if sweep:
             tags["mlflow.parentRunId"] = self.parent_run(sweep, record.tracking.get("sweep_name", sweep),
-                                                         record.tracking.get("sweep_command"))
+                                                         record.tracking.get("sweep_command"),
+                                                         started=record.tracking.get("started"))
             tags["harness.sweep_id"] = sweep
         if record.error:
             tags["harness.error"] = record.error[:5000]
@@ -164,6 +162,7 @@ class Tracker:
         else:
             rid = self.client.create_run(self.experiment_id, run_name=record.run_name or None, tags=tags,
                                          start_time=_ms(record.created)).info.run_id
+        faults.point("log.created")
         params = flatten(record.config)
         params.update({f"backend_out.{k}": str(v)[:MAX_PARAM_LEN] for k, v in record.params.items()})
         plist = [Param(k[:250], v) for k, v in params.items()]
@@ -171,8 +170,10 @@ class Tracker:
         mlist = [Metric(mlflow_metric_key(k), float(v), ts, 0) for k, v in record.metrics.items()]
         for i in range(0, len(plist), 100):
             self.client.log_batch(rid, params=plist[i:i + 100])
+        faults.point("log.params")
         for i in range(0, len(mlist), 1000):
             self.client.log_batch(rid, metrics=mlist[i:i + 1000])
+        faults.point("log.metrics")
         with tempfile.TemporaryDirectory() as tmp:
             files = {"record.json": json.dumps(record.to_dict(), indent=1, default=str),
                      "config.json": json.dumps(record.config, indent=1, default=str),
@@ -186,8 +187,10 @@ class Tracker:
             if png:
                 (Path(tmp) / "latency_histogram.png").write_bytes(png)
             self.client.log_artifacts(rid, tmp)
+        faults.point("log.artifacts")
         status = record.status if record.status in ("FINISHED", "KILLED") else "FAILED"
         self.client.set_terminated(rid, status, end_time=_ms(record.ended) if record.ended else None)
+        faults.point("log.terminated")
         return rid
 
 
@@ -256,7 +259,8 @@ def upload_command(results_dir: str | Path) -> str:
 
 def deliver(record: Record, results_dir: str | Path) -> str | None:
     """Send a saved record to its store; on success move it out of pending.
-    Returns the MLflow run id, or None (with a one-line warning) when it stays pending."""
+    Returns the MLflow run id, or None (with a one-line warning) when it stays pending; raises
+    :class:`store.StoreError` (the record stays pending) when the store needs a fix first."""
     tr = record.tracking
     if not tr.get("enabled", True):
         return None
@@ -267,6 +271,8 @@ def deliver(record: Record, results_dir: str | Path) -> str | None:
     uri, experiment = store_of(results_dir, tr)
     try:
         rid = Tracker(uri, experiment).log(record)
+    except store.StoreError:  # the store needs a fix: the caller says so in one line (records stay pending)
+        raise
     except Exception as exc:  # store down or unreachable: keep the record for a later upload
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         warnings.warn(f"could not log to MLflow at {uri} ({first[:200]}); the record is kept in "
@@ -274,5 +280,6 @@ def deliver(record: Record, results_dir: str | Path) -> str | None:
         return None
     record.mlflow_run_id = rid
     save_record(record, results_dir, pending=False)
+    faults.point("deliver.saved")
     (records_dir(results_dir) / "pending" / f"{record.run_id}.json").unlink(missing_ok=True)
     return rid

@@ -2,7 +2,9 @@
 
 Records stay in results/records/pending/ when the store was down or MLflow was not
 installed (the lent GPU machine); copy that folder home and run this. It also closes the
-parent runs of sweeps that ended (or whose process died) while the store was down.
+parent runs of sweeps that ended (or whose process died, here or on the machine the folder
+came from) while the store was down, with their own status and end time. Killed at any
+moment, running it again completes what it started: one MLflow run per record.
 
     python -m harness.upload [--results-dir DIR] [--uri URI] [--experiment NAME]
 """
@@ -13,9 +15,10 @@ import argparse
 import json
 import sys
 
-from . import sweeps
+from . import faults, sweeps
 from .config import TrackingConfig
 from .record import Record
+from .store import StoreError
 from .tracking import default_uri, deliver, mlflow_available, pending_records
 
 
@@ -25,13 +28,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", default=TrackingConfig.results_dir)
     ap.add_argument("--uri", default=None, help="override the store recorded in each record")
     ap.add_argument("--experiment", default=None)
-    ap.add_argument("--close-stale", action="store_true",
+    ap.add_argument("--close-stale", action=argparse.BooleanOptionalAction, default=True,
                     help="end as KILLED the sweeps still marked RUNNING by another machine (results copied home "
-                         "from a machine that was taken away mid-sweep)")
+                         "from a machine that was taken away mid-sweep; default). --no-close-stale leaves them "
+                         "open, for a results folder shared with a machine whose sweep still runs")
     args = ap.parse_args(argv)
     if not mlflow_available():
         print("error: MLflow is not installed here: pip install -e '.[mlflow]'", file=sys.stderr)
         return 2
+    try:
+        return _upload(args)
+    except StoreError as exc:  # a half-made store: nothing sent, the records stay pending
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _upload(args: argparse.Namespace) -> int:
     paths = pending_records(args.results_dir)
     sent = 0
     for path in paths:
@@ -48,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         if deliver(record, args.results_dir):
             sent += 1
     reaped = sweeps.reap(args.results_dir, other_hosts=args.close_stale)  # sweeps whose process died: KILLED
-    closed = sweeps.close_parents(args.results_dir, args.uri, args.experiment)
+    faults.point("upload.reaped")
+    closed = sweeps.close_parents(args.results_dir, args.uri, args.experiment, strict=True)
     off = sum(sweeps.untracked(state) for state in sweeps.states(args.results_dir))
     print(f"uploaded {sent} of {len(paths)} pending record(s)"
           + (f"; closed {closed} sweep parent run(s)" if closed else "")

@@ -230,17 +230,25 @@ def test_resume_with_isolation_off_and_a_live_sweep_is_refused(bench_cfg, tmp_pa
         live.kill()
 
 
-def test_upload_can_close_a_sweep_left_running_on_another_machine(tmp_path):
+def test_upload_closes_a_sweep_left_running_on_another_machine_at_its_true_times(tmp_path):
     info = {"sweep_id": "gpu1", "sweep_name": "sweep g"}
     state = sweeps.start(tmp_path, info, {"enabled": True, "uri": "", "experiment": "harness"})
-    state["host"] = "the-lent-gpu"
+    state.update(host="the-lent-gpu", started="2026-11-20T10:00:00+00:00", first_started="2026-11-20T10:00:00+00:00")
     (sweeps.sweep_dir(tmp_path, "gpu1") / "sweep.json").write_text(json.dumps(state))
+    last_job = {"record_id": "r1", "status": "FINISHED", "attempt": state["started"],
+                "ended": "2026-11-20T10:07:30+00:00"}  # its last job ended 7.5 min in; the copy came home later
+    (sweeps.sweep_dir(tmp_path, "gpu1") / "jobs").mkdir()
+    (sweeps.sweep_dir(tmp_path, "gpu1") / "jobs" / "k1.json").write_text(json.dumps(last_job))
     assert sweeps.reap(tmp_path) == []  # another machine's process cannot be checked from here
-    assert harness.upload.main(["--results-dir", str(tmp_path), "--close-stale"]) == 0
+    assert harness.upload.main(["--results-dir", str(tmp_path), "--no-close-stale"]) == 0  # asked to leave it
+    assert sweeps.read_state(tmp_path, "gpu1")["status"] == "RUNNING"
+    assert harness.upload.main(["--results-dir", str(tmp_path)]) == 0  # by default: the machine's process ended
     assert sweeps.read_state(tmp_path, "gpu1")["status"] == "KILLED"
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (parent,) = client.search_runs([client.get_experiment_by_name("harness").experiment_id])
     assert parent.info.status == "KILLED"
+    assert parent.info.start_time == sweeps.iso_ms("2026-11-20T10:00:00+00:00")
+    assert parent.info.end_time - parent.info.start_time == 450_000  # 7.5 min, not until the upload
 
 
 def test_a_sweep_run_with_tracking_off_stays_out_of_mlflow_after_an_upload(tmp_path, capsys):

@@ -163,3 +163,33 @@ def test_two_first_runs_on_a_new_store_both_log(tmp_path):
     client = mlflow.tracking.MlflowClient(uri)
     exp = client.get_experiment_by_name("harness")
     assert len(client.search_runs([exp.experiment_id])) == 2
+
+
+def test_a_half_made_store_is_refused_in_one_line_and_records_stay_pending(bench_cfg, tmp_path, capsys):
+    import sqlite3
+
+    from harness.store import StoreError
+
+    results = tmp_path / "results"
+    rec = harness.run(bench_cfg(), quiet=True)
+    rec.tracking["enabled"] = True
+    tracking.save_record(rec, results, pending=True)
+    db = tmp_path / "half.db"  # what a process killed while MLflow made the schema in place leaves
+    con = sqlite3.connect(db)
+    con.execute("create table experiments (experiment_id integer)")
+    con.execute("create table runs (run_uuid text)")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    assert harness.upload.main(["--results-dir", str(results), "--uri", f"sqlite:///{db}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(db) in err and "incomplete" in err and f"mv {db} {db}.broken" in err
+    assert [p.stem for p in pending_records(results)] == [rec.run_id]  # nothing lost
+    assert db.read_bytes() == before  # and nothing written into the broken file
+    with pytest.raises(StoreError, match="never finished"):  # a run logging there: record kept, one line
+        harness.run(bench_cfg(**{"tracking.enabled": True, "tracking.uri": f"sqlite:///{db}"}), quiet=True)
+    assert len(pending_records(results)) == 2
+    db.rename(tmp_path / "half.db.broken")  # the fix the line names
+    assert harness.upload.main(["--results-dir", str(results), "--uri", f"sqlite:///{db}"]) == 0
+    assert not pending_records(results)
+    assert not list(tmp_path.glob(".half.db.*.creating"))  # made in a temporary file, renamed into place

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import sweeps
 from . import plots
 from .runs import Run, _tracker, find_sweeps, load_runs
 from .tables import (
@@ -151,10 +152,12 @@ def _log(results_dir: str | Path, state: dict[str, Any], folder: Path) -> None:
     if t is None:
         return
     try:
-        parent = t.parent_run(state["sweep_id"], state.get("sweep_name", ""), state.get("sweep_command"))
+        parent = t.parent_run(state["sweep_id"], state.get("sweep_name", ""), state.get("sweep_command"),
+                              started=state.get("first_started") or state.get("started"))
         t.client.log_artifacts(parent, str(folder), "report")
-        if state.get("status") in ("FINISHED", "FAILED", "KILLED"):  # a parent made just now is closed too
-            t.client.set_terminated(parent, state["status"])
+        if state.get("status") in ("FINISHED", "FAILED", "KILLED"):  # a parent made just now is closed too,
+            t.client.set_terminated(parent, state["status"],  # at the sweep's end: its duration stays true
+                                    end_time=sweeps.iso_ms(state.get("ended")))
     except Exception as exc:
         warnings.warn(f"the report was written to {folder} but not logged to MLflow "
                       f"({str(exc).splitlines()[0][:200]})", stacklevel=2)
