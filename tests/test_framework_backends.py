@@ -122,3 +122,25 @@ def test_onnx_imported_model_on_framework_backends(bench_cfg, googlenet_onnx, ba
               quiet=True)
     assert rec.status == "FINISHED", rec.error
     assert rec.metrics["max_rel_error"] < 1e-4
+
+
+def test_onnxruntime_cpu_build_on_cuda_says_how_to_get_the_gpu_build(bench_cfg, monkeypatch):
+    ort = pytest.importorskip("onnxruntime")
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this is onnxruntime-gpu")
+    import harness.protocol as protocol
+    monkeypatch.setattr(protocol, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
+    rec = run(bench_cfg(**{"backend.name": "onnxruntime"}), quiet=True)
+    assert rec.status == "FAILED" and "\n" not in rec.error
+    assert "has no CUDAExecutionProvider" in rec.error
+    assert "pip uninstall -y onnxruntime && pip install -e '.[onnxruntime-gpu]'" in rec.error
+
+
+def test_onnxruntime_output_comes_back_from_an_ortvalue():
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    from harness.onnx_session import output_to_numpy
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert np.array_equal(output_to_numpy(ort.OrtValue.ortvalue_from_numpy(x)), x)  # the I/O-bound output
+    assert np.array_equal(output_to_numpy(x), x)

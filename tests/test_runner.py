@@ -34,17 +34,20 @@ def test_plugin_discovery_through_entry_points():
     assert rows["test_missing"][2] == "not installed: needs surely_not_a_module_xyz"
 
 
-def test_list_backends_says_ready_only_when_a_run_could_start(monkeypatch):
-    """tvm_cudnn: no GPU here; with a GPU, PyPI's TVM still lacks the cuDNN codegen."""
+def test_list_backends_says_ready_only_when_a_run_could_start(monkeypatch, tmp_path):
+    """tvm_cudnn: no GPU here; with a GPU, ready once its cuDNN library is built for this TVM."""
     pytest.importorskip("tvm")
     from harness import plugins
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))  # nothing built there
 
     monkeypatch.setattr(plugins, "available_devices", lambda: ["cpu"])
     rows = {r[0]: r for r in plugins.backend_table()}
     assert rows["tvm_cudnn"][2] == "no device: runs on cuda; this machine has cpu"
     monkeypatch.setattr(plugins, "available_devices", lambda: ["cpu", "cuda"])
     rows = {r[0]: r for r in plugins.backend_table()}
-    assert rows["tvm_cudnn"][2] == "not ready: this TVM is built without cuDNN (USE_CUDNN OFF)"
+    assert rows["tvm_cudnn"][2].startswith("not ready: TVM's cuDNN functions are not built for this TVM")
+    assert "`python -m harness_plugins.tvm.build_cudnn`" in rows["tvm_cudnn"][2]
     assert rows["pytorch"][2] == "ready (cpu, cuda)"
     assert "MetaSchedule" in rows["autotvm"][4]  # the name users type; what it runs said plainly
 

@@ -61,20 +61,96 @@ def test_cudnn_partitioning_offloads_every_conv(model):
     assert offloaded == total
 
 
-def test_tvm_cudnn_without_cudnn_names_the_build_flag():
-    """PyPI's TVM has no cuDNN codegen: lowering stops with one line saying how to get it."""
+def test_tvm_cudnn_without_its_library_names_the_build_command(monkeypatch, tmp_path):
+    """PyPI's TVM has no cuDNN functions until the project builds them: one line with the command."""
     from harness_plugins.tvm import TvmCudnnBackend
-    from harness_plugins.tvm.cudnn import has_cudnn
     from harness_plugins.tvm.frontend import make_target, to_relax
-    if has_cudnn():
-        pytest.skip("this TVM has cuDNN")
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     g = build_model("sample", **SMALL["sample"])
-    backend = TvmCudnnBackend({"name": "tvm_cudnn", "cuda_graph": False, "opt_level": 3})
-    metrics: dict = {}
-    with pytest.raises(BackendError, match=r"built without cuDNN .*4 of 4 convolutions.*USE_CUDNN ON") as err:
-        backend.lower(to_relax(g, 1, "fp32"), make_target("cpu"), Workload(g, 1, "fp32", "cpu"), metrics, {})
+    backend = TvmCudnnBackend({"name": "tvm_cudnn", "cuda_graph": False, "opt_level": 3, "algo": "find"})
+    with pytest.raises(BackendError, match=r"not built for this TVM .*python -m harness_plugins.tvm.build_cudnn") \
+            as err:
+        backend.lower(to_relax(g, 1, "fp32"), make_target("cpu"), Workload(g, 1, "fp32", "cpu"), {}, {})
     assert "\n" not in str(err.value)
-    assert metrics == {"tvm_cudnn_convs": 4.0, "tvm_convs": 4.0}
+    assert TvmCudnnBackend.not_ready() == str(err.value)
+
+
+@pytest.fixture
+def fake_cudnn():
+    """TVM's two cuDNN convolution functions, computed by torch on the CPU: the lowering's calls
+    (argument order, padding, strides, groups, bias, ReLU) run for real without a GPU."""
+    import torch
+    import tvm_ffi
+
+    seen: list[tuple] = []
+
+    def conv(x, w, pad, stride, dil, groups):
+        return torch.nn.functional.conv2d(torch.from_numpy(x.numpy()), torch.from_numpy(w.numpy()), None, stride,
+                                          pad, dil, groups).numpy()
+
+    def forward(mode, fmt, algo, ph, pw, sh, sw, dh, dw, x, w, y, compute, groups):
+        seen.append(("conv", mode, fmt, algo, compute))
+        y.copyfrom(conv(x, w, (ph, pw), (sh, sw), (dh, dw), groups))
+
+    def forward_bias(mode, fmt, algo, ph, pw, sh, sw, dh, dw, act, coef, x, w, b, y, compute, groups):
+        seen.append(("conv+bias", mode, fmt, algo, compute, act))
+        out = conv(x, w, (ph, pw), (sh, sw), (dh, dw), groups) + b.numpy()
+        y.copyfrom(np.maximum(out, 0) if act == 1 else out)
+
+    names = ("tvm.contrib.cudnn.conv2d.forward", "tvm.contrib.cudnn.conv2d+bias+act.forward")
+    for name, fn in zip(names, (forward, forward_bias), strict=True):
+        tvm_ffi.register_global_func(name, fn, override=True)
+    yield seen
+    for name in names:
+        tvm_ffi.remove_global_func(name)
+
+
+@pytest.mark.parametrize("model", ["sample", "inception_v3", "squeezenet"])
+def test_tvm_cudnn_lowering_computes_the_model(model, fake_cudnn):
+    from harness_plugins.tvm import cudnn
+    from harness_plugins.tvm.frontend import to_relax
+    from tvm import relax
+
+    g = build_model(model, **SMALL[model])
+    mod = to_relax(g, 2, "fp32")
+    part, regions, total = cudnn.partition(mod)
+    lowered, counts = cudnn.offload(part, cudnn.fixed_algo("implicit_precomp_gemm"))
+    assert regions == total == counts["convs"] + counts["kept"] and counts["convs"] > 0
+    names = {gv.name_hint for gv in lowered.functions.keys()}
+    assert not any(n.endswith("_cudnn") for n in names)  # no region is left for a codegen TVM lacks
+    x = np.random.default_rng(0).standard_normal((2, *g.input_shape)).astype("float32")
+
+    def run_module(m):
+        vm = relax.VirtualMachine(tvm.compile(m, target="llvm"), tvm.cpu())
+        return vm["main"](tvm.runtime.tensor(x)).numpy()
+    got, want = run_module(lowered), run_module(mod)
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
+    calls = len(fake_cudnn)
+    assert calls == counts["convs"]  # every offloaded convolution ran as one cuDNN call
+    fused = [c for c in fake_cudnn if c[0] == "conv+bias"]
+    assert len(fused) == counts["fused"] and all(c[1:5] == (1, 0, 1, "float32") for c in fake_cudnn)
+    assert any(c[5] == 1 for c in fused)  # ReLU fused into the call (cuDNN's activation 1)
+
+
+def test_tvm_cudnn_build_names_what_is_missing(monkeypatch, tmp_path):
+    from harness_plugins.tvm import build_cudnn
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build_cudnn, "_nvidia_dirs", lambda: [tmp_path / "none"])
+    with pytest.raises(BackendError, match=r"needs cuDNN's headers and library \(cudnn.h, libcudnn.so\)"):
+        build_cudnn.build()
+    assert build_cudnn.main([]) == 2  # the command: one line, exit 2
+    cuda = tmp_path / "cuda"  # a CUDA with cuDNN: the command links what it finds, with rpaths
+    for sub, name in (("include", "cudnn.h"), ("include", "cuda_runtime_api.h"), ("lib", "libcudnn.so.9"),
+                      ("lib", "libcudart.so.13")):
+        (cuda / sub).mkdir(parents=True, exist_ok=True)
+        (cuda / sub / name).write_text("")
+    monkeypatch.setattr(build_cudnn, "_nvidia_dirs", lambda: [cuda])
+    cmd = build_cudnn.compile_command(build_cudnn.inputs(), tmp_path / "lib.so")
+    assert "-l:libcudnn.so.9" in cmd and "-l:libcudart.so.13" in cmd and f"-I{cuda / 'include'}" in cmd
+    assert f"-Wl,-rpath,{cuda / 'lib'}" in cmd and "-std=c++17" in cmd
+    assert sum(a.endswith(".cc") for a in cmd) == len(build_cudnn.SOURCES)
 
 
 def test_tvm_cudnn_is_gpu_only(bench_cfg):

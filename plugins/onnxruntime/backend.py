@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from harness.backend import Backend, BackendError, Prepared
 from harness.config import BackendConfig, choose
-from harness.onnx_session import LEVELS, callables, session
+from harness.onnx_session import LEVELS, callables, output_to_numpy, session
 from ios_core.ir import Graph
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
@@ -32,6 +32,8 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
     extra = "onnx"
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+        if device == "cuda":  # torch first: it loads the CUDA and cuDNN libraries onnxruntime-gpu links against
+            import torch  # noqa: F401
         import onnxruntime as ort
 
         from ios_core.onnx import export_onnx
@@ -47,13 +49,16 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
         name = PROVIDERS[provider]
         available = ort.get_available_providers()
         if name not in available:
-            hint = {"cuda": "pip install onnxruntime-gpu", "tensorrt": "install TensorRT 10 and onnxruntime-gpu"}
+            gpu = "pip uninstall -y onnxruntime && pip install -e '.[onnxruntime-gpu]'"
+            hint = {"cuda": f"this is the CPU build: {gpu}",
+                    "tensorrt": f"install TensorRT 10 and onnxruntime-gpu ({gpu})"}
             raise BackendError(f"onnxruntime {ort.__version__} here has no {name} (it has {', '.join(available)}); "
                                f"{hint.get(provider, '')}")
         model = export_onnx(graph)
         sess = session(model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads)
         infer, load = callables(sess, batch, graph.input_shape)
-        return Prepared(infer=infer, load_input=load, display_name=f"ONNXRuntime-{provider.upper()}",
+        return Prepared(infer=infer, load_input=load, to_numpy=output_to_numpy,
+                        display_name=f"ONNXRuntime-{provider.upper()}",
                         device_name=device if provider == "cpu" else f"{device} ({name})",
                         params={"ort_provider": sess.get_providers()[0],
                                 "ort_graph_optimization": self.cfg.graph_optimization},

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backend import Backend, BackendError, MissingDependency, Prepared, store_dir
-from harness.onnx_session import callables, session
+from harness.onnx_session import callables, output_to_numpy, session
 from ios_core.ir import Graph
 
 from .config import TasoConfig
@@ -132,7 +132,8 @@ class TasoBackend(Backend[TasoConfig]):
         metrics["taso_run_time_ms"] = float(tg.run_time())  # TASO's own timing loop, once (it leaks its buffers)
         sess = ort_session(export(taso, tg, (batch, *graph.output_shape)), precision)
         infer, load = callables(sess, batch, graph.input_shape)
-        return Prepared(infer=infer, load_input=load, display_name="TASO" if cfg.optimize else "TASO-SEQ",
+        return Prepared(infer=infer, load_input=load, to_numpy=output_to_numpy,
+                        display_name="TASO" if cfg.optimize else "TASO-SEQ",
                         device_name=f"{device} (TASO graph on ONNX Runtime {PROVIDER})",
                         params={"taso_version": str(getattr(taso, "__version__", "unknown")),
                                 "taso_executor": f"onnxruntime {PROVIDER}", "taso_alpha": cfg.alpha,

@@ -28,9 +28,18 @@ class TvmConfig(BackendConfig):
             raise ConfigError(f"backend.opt_level={self.opt_level} must be 0..3")
 
 
+CUDNN_ALGOS = ("find", "implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd",
+               "winograd_nonfused")
+
+
 @dataclass
 class TvmCudnnConfig(TvmConfig):
     name: str = "tvm_cudnn"
+    algo: str = "find"  # cuDNN's convolution algorithm: find (cuDNN's timed search, per convolution) or one by name
+
+    def check(self) -> None:
+        super().check()
+        choose("backend.algo", self.algo, CUDNN_ALGOS)
 
 
 @dataclass
