@@ -25,6 +25,7 @@ tvm)
   python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE /tmp/tvm_parts/*.whl || exit 1
   python3 -c "import tvm, torch; print('tvm', tvm.__version__, 'torch', torch.__version__, 'cudnn', \
     torch.backends.cudnn.version())" | tee -a "$OUT/versions.txt"
+  { which nvcc; find / -path /proc -prune -o -name host_defines.h -print 2>/dev/null | head -5; } >> "$OUT/versions.txt"
   python3 -m harness_plugins.tvm.build_cudnn 2>&1 | tee -a "$OUT/summary.txt"
   cat /tmp/harness_cache/tvm_cudnn/*/build.json > "$OUT/build.json" 2>/dev/null
   python3 -m harness --list-backends > "$OUT/list_backends.txt" 2>&1

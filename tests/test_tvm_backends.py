@@ -147,7 +147,14 @@ def test_tvm_cudnn_build_names_what_is_missing(monkeypatch, tmp_path):
         (cuda / sub).mkdir(parents=True, exist_ok=True)
         (cuda / sub / name).write_text("")
     monkeypatch.setattr(build_cudnn, "_nvidia_dirs", lambda: [cuda])
+    with pytest.raises(BackendError, match=r"crt headers \(crt/host_defines.h"):  # the runtime wheel lacks them
+        build_cudnn.inputs()
+    toolkit = tmp_path / "toolkit"  # where they are: another CUDA install (nvcc's toolkit, nvidia-cuda-crt)
+    (toolkit / "include" / "crt").mkdir(parents=True)
+    (toolkit / "include" / "crt" / "host_defines.h").write_text("")
+    monkeypatch.setattr(build_cudnn, "_nvidia_dirs", lambda: [cuda, toolkit])
     cmd = build_cudnn.compile_command(build_cudnn.inputs(), tmp_path / "lib.so")
+    assert cmd.index(f"-I{cuda / 'include'}") < cmd.index(f"-I{toolkit / 'include'}")
     assert "-l:libcudnn.so.9" in cmd and "-l:libcudart.so.13" in cmd and f"-I{cuda / 'include'}" in cmd
     assert f"-Wl,-rpath,{cuda / 'lib'}" in cmd and "-std=c++17" in cmd
     assert sum(a.endswith(".cc") for a in cmd) == len(build_cudnn.SOURCES)

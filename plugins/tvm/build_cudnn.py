@@ -40,7 +40,7 @@ def _package_dir(name: str) -> Path | None:
 
 
 def _nvidia_dirs() -> list[Path]:
-    """The CUDA wheels' folders (site-packages/nvidia/*), then a system CUDA."""
+    """The CUDA wheels' folders (site-packages/nvidia/*), then a system CUDA (CUDA_HOME, nvcc's, the usual)."""
     found = []
     nvidia = _package_dir("nvidia")
     if nvidia is not None:
@@ -48,7 +48,20 @@ def _nvidia_dirs() -> list[Path]:
     for env in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(env):
             found.append(Path(os.environ[env]))
-    return found + [Path("/usr/local/cuda"), Path("/usr")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        found.append(Path(nvcc).resolve().parents[1])
+    found += [Path("/usr/local/cuda"), Path("/usr")]
+    return found + [root / "targets" / "x86_64-linux" for root in found]
+
+
+def _header_dir(header: str, first: Path) -> Path | None:
+    """The include folder that has ``header``: ``first`` if it does, else any CUDA install's (the runtime
+    wheel's headers include ``crt/host_defines.h``, which is in the nvidia-cuda-crt wheel or a toolkit)."""
+    for inc in [first, *(root / "include" for root in _nvidia_dirs())]:
+        if (inc / header).is_file():
+            return inc
+    return None
 
 
 def _find(header: str, library: str) -> tuple[Path, Path] | None:
@@ -113,9 +126,13 @@ def inputs() -> dict[str, Path]:
     if cuda is None:
         raise BackendError("the TVM-cuDNN build needs the CUDA runtime's headers and library (cuda_runtime_api.h, "
                            "libcudart.so): pip install nvidia-cuda-runtime, or set CUDA_HOME")
+    crt = _header_dir("crt/host_defines.h", cuda[0])
+    if crt is None:
+        raise BackendError(f"the TVM-cuDNN build needs CUDA's crt headers (crt/host_defines.h, included by "
+                           f"{cuda[0]}/cuda_runtime_api.h): pip install nvidia-cuda-crt, or set CUDA_HOME")
     return {"sources": src, "tvm_include": tvm_dir / "include", "tvm_lib": tvm_dir / "lib",
             "ffi_include": ffi_dir / "include", "ffi_lib": ffi_dir / "lib", "cudnn_include": cudnn[0],
-            "cudnn_lib": cudnn[1], "cuda_include": cuda[0], "cuda_lib": cuda[1]}
+            "cudnn_lib": cudnn[1], "cuda_include": cuda[0], "crt_include": crt, "cuda_lib": cuda[1]}
 
 
 def _link_name(lib_dir: Path, stem: str) -> str:
@@ -133,7 +150,8 @@ def compile_command(found: dict[str, Path], out: Path, cxx: str = "g++") -> list
             (found["cuda_lib"], "cudart")]
     cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-Wl,--no-undefined", "-o", str(out),
            *(str(found["sources"] / s) for s in SOURCES)]
-    cmd += [f"-I{found[k]}" for k in ("tvm_include", "ffi_include", "cudnn_include", "cuda_include")]
+    includes = [found[k] for k in ("tvm_include", "ffi_include", "cudnn_include", "cuda_include", "crt_include")]
+    cmd += [f"-I{d}" for d in dict.fromkeys(includes)]  # each once, in this order
     for lib_dir, stem in libs:
         cmd += [f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}", _link_name(lib_dir, stem)]
     return cmd
