@@ -18,4 +18,8 @@ if [ -z "${SKIP_BROWSER:-}" ] && ! command -v chromedriver >/dev/null 2>&1 && co
     || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; } \
     || echo "chromium could not be installed: the MLflow UI test will skip"
 fi
+# TVM-cuDNN: TVM's cuDNN functions, compiled from the installed TVM's own sources, where torch has CUDA
+if .venv/bin/python -c "import sys, torch, tvm; sys.exit(0 if torch.version.cuda else 1)" >/dev/null 2>&1; then
+  .venv/bin/python -m harness_plugins.tvm.build_cudnn || echo "TVM-cuDNN was not built (above: why); backend=tvm_cudnn stays unavailable"
+fi
 echo "installed into .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

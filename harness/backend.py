@@ -80,6 +80,11 @@ class Backend(ABC, Generic[ConfigT]):
     requires: ClassVar[tuple[str, ...]] = ()  # importable module names
     extra: ClassVar[str] = ""  # pip extra that installs them
     shows_progress: ClassVar[bool] = False  # prepare reports its own progress (else a heartbeat line does)
+    #: where this backend last ran on a real GPU in BENCHMARKS.md ("H100 80GB HBM3, 2026-11-25"); empty: its GPU
+    #: path is tested only against fakes here (--list-backends and the README say so)
+    gpu_run: ClassVar[str] = ""
+    #: the exact install for a user who has the library's source or vendor index (default: the extra)
+    install: ClassVar[str] = ""
 
     @classmethod
     def missing(cls) -> list[str]:

@@ -102,7 +102,7 @@ class SweepCallback(Callback):
         ACTIVE.clear()
         faults.point("sweep.ended")
         jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))
-        ENDED["failed"] = sum(j["status"] != "FINISHED" for j in jobs)
+        ENDED["failed"] = sum(j["status"] not in sweeps.DONE for j in jobs)
         _launcher_summary(config, results_dir, info, state)
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")

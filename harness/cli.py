@@ -25,7 +25,7 @@ def _print_backends() -> None:
     from .plugins import backend_table
 
     table = Table(title="harness backends")
-    for col in ("backend", "devices", "status", "extra", "runs"):
+    for col in ("backend", "devices", "status", "install", "ran on a GPU", "runs"):
         table.add_column(col)
     for row in backend_table():
         table.add_row(*row)
@@ -50,10 +50,18 @@ def _task(cfg: Any) -> str:
                  "job_overrides": [o for o in hc.overrides.task if not o.lstrip("+~").startswith("sweep.")],
                  "swept": sorted(str(k) for k in (hc.sweeper.get("params") or {}))}  # a preset's sweep
     try:
-        if sweep is None:  # one run: a missing library is one line before any work (a sweep records the job
-            from .plugins import get_backend  # FAILED instead, so that its report names what to install)
+        if sweep is None:  # one run: a missing library is one line before any work
+            from .plugins import get_backend
 
             get_backend(str(cfg.backend.name)).check_installed()
+        elif (why := _unrunnable(cfg)) is not None:  # a sweep skips it in one line; its report says why
+            from . import sweeps
+
+            job = [o for o in sweep["job_overrides"] if not o.lstrip("+~").startswith(("experiment=", "tracking."))]
+            print(f"skipped: {' '.join(job)}: {why}", file=sys.stderr, flush=True)
+            sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, f"{type(why).__name__}: {why}",
+                                      status="SKIPPED", label=_label(cfg))
+            return "SKIPPED"
         record = run(cfg, sweep=sweep)
     except UserError as exc:  # bad input of any kind: one line, exit 2
         if os.environ.get("HARNESS_DEBUG"):
@@ -71,6 +79,38 @@ def _task(cfg: Any) -> str:
         if not multirun:
             sys.exit(1)
     return record.status
+
+
+def _unrunnable(cfg: Any) -> Exception | None:
+    """Why this job's backend cannot run here (library, device, build feature), or None."""
+    from ios_core.errors import UserError
+
+    from .plugins import check_runnable
+    from .protocol import resolve_device
+
+    try:
+        kind = cfg.device.type
+        device = resolve_device(str(getattr(kind, "value", kind)))
+    except Exception:  # no such device here: the run refuses it with its own line
+        return None
+    try:
+        check_runnable(str(cfg.backend.name), device)
+    except UserError as exc:
+        return exc
+    return None
+
+
+def _label(cfg: Any) -> str:
+    """The variant's name (TVM-cuDNN) for a job that does not run, so its report column is the usual one."""
+    from omegaconf import OmegaConf
+
+    from .plugins import get_backend
+
+    cls = get_backend(str(cfg.backend.name))
+    try:
+        return cls(OmegaConf.to_container(cfg.backend, resolve=True)).label()
+    except Exception:
+        return cls.display_name or cls.name
 
 
 def hydra_error_line(exc: BaseException) -> str:

@@ -90,9 +90,11 @@ def register_configs() -> None:
         cs.store(group="backend", name=name, node=cls.config_class(name=name))
 
 
-def backend_table() -> list[tuple[str, str, str, str, str]]:
-    """(name, devices, status, extra, what it runs) per backend, for ``--list-backends``: "ready" only when a
-    run could start here (libraries installed, a device it runs on present, build features)."""
+def backend_table() -> list[tuple[str, str, str, str, str, str]]:
+    """(name, devices, status, install, ran on a GPU, what it runs) per backend, for ``--list-backends``:
+    "ready" only when a run could start here (libraries installed, a device it runs on present, build
+    features); "ran on a GPU" says where this repository measured it (BENCHMARKS.md) or that its GPU path
+    is tested only against fakes."""
     here = available_devices()
     rows = []
     for name, cls in backends().items():
@@ -108,8 +110,25 @@ def backend_table() -> list[tuple[str, str, str, str, str]]:
             except Exception as exc:  # a broken install
                 why = f"{type(exc).__name__}: {exc}"
             status = f"not ready: {why}" if why else f"ready ({', '.join(usable)})"
-        rows.append((name, ",".join(cls.devices), status, cls.extra or "-", cls.runs))
+        install = cls.install or (f"pip install -e '.[{cls.extra}]'" if cls.extra else "(core)")
+        gpu = cls.gpu_run or ("fakes only" if "cuda" in cls.devices else "-")
+        rows.append((name, ",".join(cls.devices), status, install, gpu, cls.runs))
     return rows
+
+
+def check_runnable(name: str, device: str, ready: bool = True) -> None:
+    """Raise the error a run of backend ``name`` on ``device`` would stop with before any work: its library
+    missing (MissingDependency), a device it does not run on, and with ``ready`` a build feature it lacks
+    (BackendError). The same checks as ``--list-backends``."""
+    from .backend import BackendError
+
+    cls = get_backend(name)
+    cls.check_installed()
+    if device not in cls.devices:
+        raise BackendError(f"backend {cls.name!r} does not run on {device} (it supports: {', '.join(cls.devices)})")
+    why = cls.not_ready() if ready else None
+    if why:
+        raise BackendError(f"backend {cls.name!r} is not ready here: {why}")
 
 
 def available_devices() -> list[str]:

@@ -24,7 +24,7 @@ from ios_core.models import build_model
 from .backend import Backend, BackendError, Prepared
 from .clocks import ClockSampler, load_nvml
 from .config import ConfigError
-from .plugins import get_backend
+from .plugins import check_runnable, get_backend
 from .stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
 
 # max |out - ref| / max |ref| allowed per precision
@@ -230,10 +230,7 @@ def _prepare(cfg: dict[str, Any], metrics: dict[str, float]) -> _Prepared:
     """Build the model, prepare the backend (its time is the optimization cost), make one call."""
     device = resolve_device(cfg["device"]["type"])
     backend_cls = get_backend(cfg["backend"]["name"])
-    backend_cls.check_installed()
-    if device not in backend_cls.devices:
-        raise BackendError(f"backend {backend_cls.name!r} does not run on {device} "
-                           f"(it supports: {', '.join(backend_cls.devices)})")
+    check_runnable(backend_cls.name, device, ready=False)  # the backend's own prepare says what else it lacks
     t = time.perf_counter()
     graph = build_model(cfg["model"]["name"], **cfg["model"].get("params", {}))
     metrics["model_build_s"] = time.perf_counter() - t

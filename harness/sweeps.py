@@ -32,6 +32,7 @@ from .tracking import records_dir, write_json
 from .tracking import store_of as tracking_store
 
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
+DONE = ("FINISHED", "SKIPPED")  # a job that needs no rerun: measured, or its backend cannot run on this machine
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -102,7 +103,7 @@ def end(results_dir: str | Path, sweep_id: str, status: str | None = None,
         return None
     if status is None:
         jobs = job_entries(results_dir, sweep_id, state.get("started"))
-        status = "FINISHED" if all(j["status"] == "FINISHED" for j in jobs) else "FAILED"
+        status = "FINISHED" if all(j["status"] in DONE for j in jobs) else "FAILED"
     state.update(status=status, ended=ended or datetime.now(UTC).isoformat(), parent_closed=False)  # this attempt
     write_json(sweep_dir(results_dir, sweep_id) / "sweep.json", state)
     return state
@@ -263,13 +264,16 @@ def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, 
     write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
 
 
-def record_refused_job(results_dir: str | Path, sweep: dict[str, Any], error: str) -> None:
-    """A job refused before it could run (a bad value in one of the sweep's combinations): kept as
-    FAILED in the sweep's index, so the sweep goes on and its table and report show why."""
+def record_refused_job(results_dir: str | Path, sweep: dict[str, Any], error: str, status: str = "FAILED",
+                       label: str = "") -> None:
+    """A job refused before it could run: a bad value in one of the sweep's combinations (FAILED,
+    ``error`` a ConfigError's text), or a backend not runnable here (SKIPPED, ``error`` with its kind).
+    Kept in the sweep's index, so the sweep goes on and its table and report show why."""
     overrides = sweep.get("job_overrides", [])
     key = "refused-" + hashlib.sha1(" ".join(sorted(overrides)).encode()).hexdigest()[:12]
-    entry = {"record_id": key, "status": "FAILED", "run_name": " ".join(overrides), "job_num": sweep.get("job_num"),
-             "overrides": overrides, "latency_median_ms": None, "error": f"ConfigError: {error}",
+    entry = {"record_id": key, "status": status, "run_name": " ".join(overrides), "job_num": sweep.get("job_num"),
+             "overrides": overrides, "latency_median_ms": None, "label": label,
+             "error": error if status == "SKIPPED" else f"ConfigError: {error}",
              "attempt": sweep.get("started"), "ended": datetime.now(UTC).isoformat()}
     write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{key}.json", entry)
 
@@ -402,7 +406,11 @@ def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str |
         base = _baseline_latency(e, entries, baseline) if baseline and e.get("status") == "FINISHED" else None
         note = "reused" if started and e.get("reused_in") == started else ""
         if e.get("status") != "FINISHED" and e.get("error"):
-            note = str(e["error"]).splitlines()[0][:60]
+            note = str(e["error"]).splitlines()[0]
+            if e.get("status") == "SKIPPED":  # why, as the report says it: not installed / not available here
+                kind, _, text = note.partition(": ")
+                note = f"{'not installed' if kind == 'MissingDependency' else 'not available'}: {text}"
+            note = note[:60]
         given = dict(o.partition("=")[::2] for o in e.get("overrides", []))
         varying = [given[k] for k in keys if k in given]  # what tells the jobs apart
         rows.append([str(e.get("job_num", "")), " ".join(varying) or str(e.get("run_name")),

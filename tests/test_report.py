@@ -128,6 +128,11 @@ def test_quick_preset_end_to_end(tmp_path, preset):
         assert row.count("|") == 11 and "missing" not in row
         assert "not available: backend 'tvm_cudnn' does not run on cpu" in row  # TVM-cuDNN needs a GPU
         assert "not installed: backend 'tensorrt' needs tensorrt" in row and "not installed: backend 'taso'" in row
+        # the backends that cannot run here are skipped, one line each, before any work: the sweep succeeds
+        skipped = [line for line in res.stderr.splitlines() if line.startswith("skipped: ")]
+        assert [line.split(":")[1].strip() for line in skipped] == [
+            "model=sample backend=tvm_cudnn", "model=sample backend=tensorrt", "model=sample backend=taso"]
+        assert res.returncode == 0 and state["status"] == "FINISHED", res.stderr[-2000:]
     else:
         assert res.returncode == 0, res.stderr[-3000:]
         assert "failed" not in md and "missing" not in md

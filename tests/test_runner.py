@@ -49,7 +49,9 @@ def test_list_backends_says_ready_only_when_a_run_could_start(monkeypatch, tmp_p
     assert rows["tvm_cudnn"][2].startswith("not ready: TVM's cuDNN functions are not built for this TVM")
     assert "`python -m harness_plugins.tvm.build_cudnn`" in rows["tvm_cudnn"][2]
     assert rows["pytorch"][2] == "ready (cpu, cuda)"
-    assert "MetaSchedule" in rows["autotvm"][4]  # the name users type; what it runs said plainly
+    assert "MetaSchedule" in rows["autotvm"][5]  # the name users type; what it runs said plainly
+    assert rows["tvm_cudnn"][4] == "H100 80GB HBM3, 2026-11-25" and rows["taso"][4] == "fakes only"
+    assert "build_cudnn" in rows["tvm_cudnn"][3] and "pypi.nvidia.com" in rows["tensorrt"][3]
 
 
 @pytest.mark.parametrize("mode", ["eager", "compile"])

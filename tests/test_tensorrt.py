@@ -458,8 +458,19 @@ def test_device_cpu_is_refused(monkeypatch, registered, bench_cfg):
     assert rec.status == "FAILED" and "backend 'tensorrt' does not run on cpu (it supports: cuda)" in rec.error
     monkeypatch.setattr(hp, "available_devices", lambda: ["cpu"])
     row = {r[0]: r for r in hp.backend_table()}["tensorrt"]
-    assert row[1:4] == ("cuda", "no device: runs on cuda; this machine has cpu", "tensorrt")
-    assert "unverified in this repository's CI" in row[4]
+    assert row[1:3] == ("cuda", "no device: runs on cuda; this machine has cpu")
+    assert row[3].startswith("pip install -e '.[tensorrt]' --extra-index-url https://pypi.nvidia.com")
+    assert row[4] == "fakes only"  # never run on a real GPU here
+    assert "unverified in this repository's CI" in row[5]
     g = build_model("sample", **SMALL["sample"])
     with pytest.raises(BackendError, match=r"does not run on cpu"):  # before TensorRT is imported
         TensorRTBackend({"name": "tensorrt"}).prepare(g, 1, "cpu", "fp32")
+
+
+def test_no_execution_context_is_one_clear_line():
+    log: list = []
+    trt, engine = fake_engine(log)
+    engine.create_execution_context = lambda: None  # what TensorRT returns when it cannot make one
+    with pytest.raises(BackendError, match=r"create_execution_context\(\) returned None") as err:
+        Execution(trt, engine, (2, 3, 5, 5), STREAM, device="cpu")
+    assert "\n" not in str(err.value) and "results/tensorrt/" in str(err.value)

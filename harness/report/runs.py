@@ -36,7 +36,8 @@ class Run:
         if name and kind in ("param", "tag"):
             return str(self.record.get(f"{kind}s", {}).get(name, "?"))
         if key == "model":
-            name = self.record.get("config", {}).get("model", {}).get("name", "?")
+            name = (self.record.get("config", {}).get("model", {}).get("name")
+                    or self.override("model") or "?")  # a job that never ran has only its overrides
             params = self.record.get("config", {}).get("model", {}).get("params") or {}
             size = params.get("image_size")
             return f"{name}@{size}" if size else str(name)
@@ -151,6 +152,7 @@ def load_runs(results_dir: str | Path, state: dict[str, Any]) -> list[Run]:
         for entry in sweeps.job_entries(results_dir, state["sweep_id"], state.get("started")):
             record = sweeps.load_record(results_dir, entry["record_id"]) or {
                 "status": entry.get("status"), "error": entry.get("error"), "run_name": entry.get("run_name"),
+                "label": entry.get("label"),
                 "metrics": {k: entry[k] for k in ("latency_median_ms", "throughput_ips", "optimization_cost_s")
                             if entry.get(k) is not None}}
             runs.append(Run(record, entry.get("overrides", [])))

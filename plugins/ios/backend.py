@@ -38,6 +38,7 @@ class IosBackend(Backend[IosConfig]):
     devices = ("cpu", "cuda")
     requires = ("torch",)
     extra = ""
+    gpu_run = "H100 80GB HBM3, 2026-11-25"
     shows_progress = True  # the search's own progress lines
 
     def label(self) -> str:

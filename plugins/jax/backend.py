@@ -23,6 +23,8 @@ class JaxBackend(Backend[JaxConfig]):
     devices = ("cpu", "cuda")
     requires = ("jax",)
     extra = "jax"
+    gpu_run = "H100 80GB HBM3, 2026-11-22"
+    install = "pip install -e '.[jax]' (CPU); on a GPU: pip install 'jax[cuda13]'"
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         import jax

@@ -31,6 +31,7 @@ class NullBackend(Backend[OverheadConfig]):
     display_name = "Overhead"
     config_class = OverheadConfig
     devices = ("cpu", "cuda")
+    gpu_run = "n/a: no device work"
 
     def prepare(self, graph, batch, device, precision) -> Prepared:
         time.sleep(self.cfg.cpu_s)

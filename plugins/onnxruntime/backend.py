@@ -30,6 +30,8 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
     devices = ("cpu", "cuda")
     requires = ("onnxruntime",)
     extra = "onnx"
+    gpu_run = "H100 80GB HBM3, 2026-11-25 (CUDA provider)"
+    install = "pip install -e '.[onnx]'; CUDA: pip uninstall -y onnxruntime && pip install -e '.[onnxruntime-gpu]'"
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         if device == "cuda":  # torch first: it loads the CUDA and cuDNN libraries onnxruntime-gpu links against

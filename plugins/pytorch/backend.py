@@ -28,6 +28,7 @@ class PyTorchBackend(Backend[PyTorchConfig]):
     devices = ("cpu", "cuda")
     requires = ("torch",)
     extra = ""
+    gpu_run = "H100 80GB HBM3, 2026-11-25"
 
     def label(self) -> str:
         mode = self.cfg.mode.value

@@ -106,6 +106,7 @@ class TasoBackend(Backend[TasoConfig]):
     config_class = TasoConfig
     devices = ("cuda",)
     requires = ("taso", "onnxruntime")
+    install = "build TASO from source (github.com/jiazhihao/TASO, INSTALL.md) and pip install onnxruntime-gpu"
     cfg: TasoConfig
 
     @classmethod

@@ -29,6 +29,8 @@ class TensorFlowBackend(Backend[TensorFlowConfig]):
     devices = ("cpu", "cuda")
     requires = ("tensorflow",)
     extra = "tf"
+    install = ("pip install -e '.[tf]' (CPU); on a GPU: pip install 'tensorflow[and-cuda]==2.21.0' (CUDA 12 "
+               "libraries, ~3 GB; not installable on this project's GPU machine)")
     jit_compile = False
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:

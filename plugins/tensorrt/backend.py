@@ -42,6 +42,7 @@ class TensorRTBackend(Backend[TensorRTConfig]):
     devices = ("cuda",)
     requires = ("tensorrt",)
     extra = "tensorrt"
+    install = "pip install -e '.[tensorrt]' --extra-index-url https://pypi.nvidia.com (TensorRT 10/11, NVIDIA's index)"
 
     @classmethod
     def check_installed(cls) -> None:

@@ -20,6 +20,17 @@ def _name(enum_value: Any) -> str:
     return str(getattr(enum_value, "name", enum_value)).rsplit(".", 1)[-1]
 
 
+def new_context(engine: Any) -> Any:
+    """An execution context; TensorRT returns None (no exception) when it cannot make one."""
+    context = engine.create_execution_context()
+    if context is None:
+        raise BackendError("TensorRT could not create an execution context (create_execution_context() returned "
+                           "None: usually too little free GPU memory for the engine's activations, or an engine "
+                           "built by another TensorRT version or for another GPU); free GPU memory or lower "
+                           "backend.workspace_mb, and delete the cached engine under results/tensorrt/")
+    return context
+
+
 class Execution:
     """One execution context bound to one input and one output buffer (the runner's handle is
     the input buffer, so an inference is one enqueue with nothing rebound)."""
@@ -34,7 +45,7 @@ class Execution:
         if len(inputs) != 1 or len(outputs) != 1:
             raise BackendError(f"the engine has inputs {inputs} and outputs {outputs}; one of each was expected")
         self.names = (inputs[0], outputs[0])
-        self.context = self.bind(engine.create_execution_context(), input_shape)
+        self.context = self.bind(new_context(engine), input_shape)
 
     def _tensor(self, name: str, shape: tuple[int, ...]) -> Any:
         kind = _name(self.engine.get_tensor_dtype(name))
@@ -120,7 +131,7 @@ class Execution:
             def report_layer_time(self, layer_name: str, ms: float) -> None:
                 self.times.setdefault(layer_name, []).append(float(ms))
 
-        context = self.bind(self.engine.create_execution_context(), tuple(self.x.shape))
+        context = self.bind(new_context(self.engine), tuple(self.x.shape))
         profiler = LayerTimes()
         context.profiler = profiler
         for _ in range(iterations):

@@ -27,6 +27,7 @@ class TvmBackend(Backend[TvmConfig]):
     config_class = TvmConfig
     requires = ("tvm",)
     extra = "tvm"
+    gpu_run = "H100 80GB HBM3, 2026-11-25"
 
     def pass_context(self):
         import tvm
@@ -76,6 +77,8 @@ class TvmCudnnBackend(TvmBackend):
     display_name = "TVM-cuDNN"
     config_class = TvmCudnnConfig
     devices = ("cuda",)
+    install = ("pip install -e '.[tvm]', then python -m harness_plugins.tvm.build_cudnn (needs the CUDA build of "
+               "torch, or a CUDA with cuDNN)")
     cfg: TvmCudnnConfig
 
     @classmethod
@@ -114,6 +117,7 @@ class AutoTvmBackend(TvmBackend):
     name = "autotvm"
     runs = "TVM tuned with MetaSchedule (the paper's AutoTVM, which TVM has replaced)"
     display_name = "TVM-AutoTune"
+    gpu_run = "H100 80GB HBM3, 2026-11-22"
     shows_progress = True  # a tuning bar
     config_class = AutoTvmConfig
     cfg: AutoTvmConfig
