@@ -109,6 +109,8 @@ class SweepCallback(Callback):
         sweeps.log_speedups(results_dir, info["sweep_id"], baseline)
         faults.point("sweep.table")
         sweeps.print_table(results_dir, info["sweep_id"], baseline)
+        for line in sweeps.where_to_look(results_dir, info["sweep_id"]):
+            print(line, flush=True)
 
 
 def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state: dict[str, Any]) -> None:
@@ -128,7 +130,8 @@ def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state
     try:
         t = Tracker(*store_of(results_dir, tracking))
         parent = t.parent_run(info["sweep_id"], info["sweep_name"], info["sweep_command"])
-        metrics = {"launcher/makespan_s": summary["makespan_s"], "launcher/wait_s": summary["wait_s"]}
+        metrics = {"launcher/makespan_s": summary["makespan_s"], "launcher/wait_s": summary["wait_s"],
+                   "launcher/work_s": summary.get("work_s", 0.0)}
         metrics.update({f"launcher/device{d}_utilization": u for d, u in enumerate(summary["device_utilization"])})
         for key, value in metrics.items():
             t.client.log_metric(parent, key, float(value))

@@ -122,6 +122,9 @@ def hydra_error_line(exc: BaseException) -> str:
         opts = [x.strip() for x in listing.splitlines()[1:] if x.startswith("\t")]
         return f"{head}; choose one of: {', '.join(opts)}"
     line = text.splitlines()[0] if text else type(exc).__name__
+    if line.startswith("Sweeping over Hydra's configuration") and "," in line:
+        key = line.rsplit(":", 1)[-1].strip().strip("'").partition("=")[0]
+        return f"{line}: a list for {key} is written {key}=[a,b] (a comma sweeps)"
     cause = exc.__cause__ or exc.__context__
     if cause is not None and str(cause).strip():
         line = f"{line}: {str(cause).strip().splitlines()[0]}"

@@ -10,6 +10,7 @@ child. The NVML module is injectable so every path is tested against a fake.
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import subprocess
 import threading
@@ -33,6 +34,30 @@ def load_nvml() -> Any | None:
         return pynvml
     except Exception:  # no library, no driver, no GPU: clocks are simply not available
         return None
+
+
+def visible_gpus() -> list[str] | None:
+    """The entries of ``CUDA_VISIBLE_DEVICES`` (indexes or UUIDs), or None when it is not set."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def nvml_index(nvml: Any, cuda_index: int) -> int:
+    """NVML's index of the GPU that CUDA calls ``cuda_index`` in this process. NVML sees every GPU
+    whatever ``CUDA_VISIBLE_DEVICES`` says, so under the load-aware launcher (which gives each job
+    one GPU by UUID) CUDA's device 0 may be NVML's device 1: clocks and names must follow CUDA's."""
+    visible = visible_gpus()
+    if nvml is None or visible is None or cuda_index >= len(visible):
+        return cuda_index
+    entry = visible[cuda_index]
+    try:
+        if entry.isdigit():
+            return int(entry)
+        return int(nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetHandleByUUID(entry)))
+    except Exception:  # a partial UUID or a MIG instance: NVML's own order is the best guess
+        return cuda_index
 
 
 class ClockLock:

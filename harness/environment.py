@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from importlib import metadata
 
+from .clocks import nvml_index
 from .config import PACKAGE_DIR
 
 
@@ -37,15 +39,27 @@ def git_state() -> dict[str, str]:
         return {"git_commit": "unknown", "git_dirty": "unknown"}
 
 
+def _text(value: str | bytes) -> str:
+    return value if isinstance(value, str) else value.decode()
+
+
 def gpu_info(nvml, index: int = 0) -> dict[str, str]:
+    """The GPU that CUDA calls ``index`` here, as NVML sees it: name, UUID, NVML's index (which
+    differs from CUDA's under ``CUDA_VISIBLE_DEVICES``, as each load-aware job runs), clocks."""
     if nvml is None:
         return {}
     try:
-        h = nvml.nvmlDeviceGetHandleByIndex(index)
+        nvml_idx = nvml_index(nvml, index)
+        h = nvml.nvmlDeviceGetHandleByIndex(nvml_idx)
         name = nvml.nvmlDeviceGetName(h)
         driver = nvml.nvmlSystemGetDriverVersion()
-        return {"gpu_name": name if isinstance(name, str) else name.decode(),
-                "gpu_driver": driver if isinstance(driver, str) else driver.decode(),
+        info = {"gpu_index": str(nvml_idx)}
+        try:
+            info["gpu_uuid"] = _text(nvml.nvmlDeviceGetUUID(h))
+        except Exception:  # an older NVML or a fake without it
+            pass
+        return {**info, "gpu_name": _text(name),
+                "gpu_driver": _text(driver),
                 "gpu_sm_clock_mhz": str(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
                 "gpu_max_sm_clock_mhz": str(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
                 "gpu_temperature_c": str(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU))}
@@ -63,5 +77,8 @@ def capture(device: str, nvml=None, index: int = 0) -> dict[str, str]:
         env.update(cuda=str(torch.version.cuda), cudnn=str(torch.backends.cudnn.version()),
                    torch_device_name=torch.cuda.get_device_name(index))
     env.update(gpu_info(nvml, index))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        env["cuda_visible_devices"] = visible
     env.update(git_state())
     return env

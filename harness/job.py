@@ -22,7 +22,7 @@ from ios_core.ir import GraphError
 from ios_core.models import build_model, check_params
 
 from . import faults, sweeps
-from .clocks import ClockLock, load_nvml
+from .clocks import ClockLock, load_nvml, nvml_index
 from .config import BenchConfig, ClockLockMode, ConfigError, validate
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
@@ -169,7 +169,8 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     lock = None
     if dev["lock_clocks"] != ClockLockMode.off.value:
         nvml = load_nvml()
-        lock = ClockLock(nvml, dev["index"], dev["clock"], required=dev["lock_clocks"] == ClockLockMode.required.value)
+        lock = ClockLock(nvml, nvml_index(nvml, int(dev["index"])), dev["clock"],
+                         required=dev["lock_clocks"] == ClockLockMode.required.value)
     interrupted: Interrupted | None = None
     try:
         with _sigterm_raises():
@@ -231,7 +232,35 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         raise SystemExit(128 + interrupted.signum)
     if not quiet:
         print(line, file=sys.stdout if outcome.ok else sys.stderr, flush=True)
+        if outcome.ok:
+            print(stats_line(record, tr["results_dir"]), flush=True)
     return record
+
+
+def stats_line(record: Record, results_dir: str) -> str:
+    """Under the summary line, as trtexec prints: the latency statistics the run has enough samples for,
+    the throughput, the CI, and where the record went."""
+    m = record.metrics
+    parts = [f"{k} {m[f'latency_{k}_ms']:.4g}" for k in ("min", "mean", "median") if f"latency_{k}_ms" in m]
+    parts += [f"{key[len('latency_'):-len('_ms')]} {m[key]:.4g}" for key in sorted(m, key=_pct)
+              if _pct(key) > 0 and _pct(key) != 50]  # p50 is the median
+    base = records_dir(results_dir)
+    path = next((p for p in (base / f"{record.run_id}.json", base / "pending" / f"{record.run_id}.json")
+                 if p.exists()), base / f"{record.run_id}.json")
+    ci = m.get("latency_ci_rel_halfwidth")
+    return (f"  latency ms: {', '.join(parts)} ({int(m.get('samples', 0))} samples"
+            + (f", CI +-{100 * ci:.2f}%" if ci is not None else "") + f") | {m.get('throughput_ips', 0):.4g} images/s"
+            + f" | record {path}")
+
+
+def _pct(key: str) -> float:
+    """The percentile a ``latency_p90_ms`` metric holds (0 for other keys)."""
+    if not (key.startswith("latency_p") and key.endswith("_ms")):
+        return 0.0
+    try:
+        return float(key[len("latency_p"):-len("_ms")].replace("_", "."))
+    except ValueError:
+        return 0.0
 
 
 NAMED = ("model", "backend", "backend.schedule", "backend.mode", "backend.compile_mode", "batch", "precision",
@@ -241,7 +270,11 @@ NAMED = ("model", "backend", "backend.schedule", "backend.mode", "backend.compil
 def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str, Any] | None) -> str:
     """The run's name: model, variant, batch, precision, device, and in a sweep the other options
     that tell its jobs apart (``inception_v3 IOS-Both bs1 tf32 cuda r=2 s=8``)."""
-    name = f"{plain['model']['name']} {label} bs{plain['batch']} {plain['precision']} {device}"
+    model = plain["model"]["name"]
+    size = (plain["model"].get("params") or {}).get("image_size")
+    if size:  # a size other than the model's own (squeezenet_small): the name says so, as the report does
+        model = f"{model}@{size}"
+    name = f"{model} {label} bs{plain['batch']} {plain['precision']} {device}"
     swept = {o.lstrip("+~").partition("=")[0] for o in str((sweep or {}).get("sweep_command", "")).split()
              if "=" in o and "," in o.partition("=")[2]} | set((sweep or {}).get("swept", []))  # what it varies
     extra = []
@@ -262,6 +295,12 @@ def _lease_accounting(record: Record) -> float:
         return 0.0
     record.metrics.update({f"launcher_{k}": float(stats[k]) for k in ("wait_s", "exclusive_s", "cpu_s")})
     record.params["launcher_device"] = stats["device"]
+    gpu = stats.get("gpu") or {}
+    if gpu:  # which GPU of the host: its UUID (what CUDA_VISIBLE_DEVICES named), NVML index, name
+        record.params["launcher_gpu"] = gpu["id"]
+        record.params["launcher_gpu_index"] = gpu["index"] if gpu["index"] is not None else gpu["given"]
+        if gpu.get("name"):
+            record.params["launcher_gpu_name"] = gpu["name"]
     record.artifacts["leases.json"] = json.dumps(stats, indent=1)
     return float(stats["wait_s"])
 

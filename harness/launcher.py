@@ -31,25 +31,68 @@ class LoadAwareLauncherConf:
     """``hydra.launcher.*`` of the load-aware launcher."""
 
     _target_: str = "hydra_plugins.harness_loadaware.loadaware_launcher.LoadAwareLauncher"
-    devices: int = 0  # devices to share out; 0: the CUDA GPUs visible here, or 1 (the CPU) without one
+    gpus: Any = "all"  # GPUs to share out, one lease each: all (those visible here) or indexes/UUIDs [0,1]
+    devices: int = 0  # how many of them (0: every one); without GPUs, device slots (0: 1, the CPU)
     cpu_workers: int = 0  # jobs in a CPU phase at once, each (cores - devices) // cpu_workers threads; 0: devices + 1
     jobs: int = 0  # jobs in flight at once; 0: cpu_workers + devices
     short_phase_s: float = 1.0  # a job whose last CPU phase was shorter starts its next without a slot (0: never)
 
 
-def resolve(devices: int, cpu_workers: int, jobs: int) -> tuple[int, int, int]:
-    """The settings with their automatic values filled in."""
-    if devices <= 0:
-        try:
-            import torch
-
-            devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        except ImportError:
-            devices = 0
-        devices = max(devices, 1)
+def resolve(devices: int, cpu_workers: int, jobs: int, gpus: list[dict[str, Any]] | None = None
+            ) -> tuple[int, int, int]:
+    """The settings with their automatic values filled in: one device per GPU (``gpus``, see
+    :func:`find_gpus`), else ``devices`` slots (at least one: the CPU)."""
+    if gpus:
+        devices = len(gpus)
+    devices = max(devices, 1)
     if cpu_workers <= 0:  # CPU phases (tuning builds, compilers) are multi-threaded: few slots, many threads each
         cpu_workers = min(devices + 1, leases.cores())
     return devices, cpu_workers, jobs if jobs > 0 else cpu_workers + devices
+
+
+def _describe(nvml: Any, handle: Any, given: str) -> dict[str, Any]:
+    from .environment import _text
+
+    uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+    return {"id": uuid, "index": int(nvml.nvmlDeviceGetIndex(handle)), "uuid": uuid,
+            "name": _text(nvml.nvmlDeviceGetName(handle)), "given": given}
+
+
+def find_gpus(spec: Any, device_type: str, limit: int = 0, nvml: Any = None) -> list[dict[str, Any]]:
+    """The GPUs a load-aware sweep shares out, each as ``{id, index, uuid, name, given}`` where
+    ``id`` is what the job's ``CUDA_VISIBLE_DEVICES`` gets (the UUID where NVML is there, so that
+    CUDA's order and NVML's cannot disagree). ``spec`` is ``all`` (the GPUs visible to this
+    process; none for a CPU sweep) or a comma-separated list of indexes or UUIDs; ``limit`` keeps
+    the first ones. A GPU that is not there is a one-line error naming the ones that are."""
+    from .clocks import load_nvml, visible_gpus
+    from .config import ConfigError
+
+    if not isinstance(spec, (str, int)):  # a list: hydra.launcher.gpus=[0,1]
+        spec = ",".join(str(g) for g in spec)
+    spec = str(spec).strip()
+    if spec.lower() in ("all", "") and device_type == "cpu":
+        return []
+    nvml = nvml if nvml is not None else load_nvml()
+    wanted = ([g for g in spec.split(",") if g.strip()] if spec.lower() not in ("all", "")
+              else visible_gpus())
+    found: list[dict[str, Any]] = []
+    if nvml is None:  # no driver: explicit entries are taken as given (a CPU sweep split in slots)
+        found = [{"id": g.strip(), "index": int(g) if g.strip().isdigit() else None, "uuid": "", "name": "",
+                  "given": g.strip()} for g in wanted or []]
+    else:
+        count = int(nvml.nvmlDeviceGetCount())
+        for g in wanted if wanted is not None else [str(i) for i in range(count)]:
+            g = g.strip()
+            try:
+                handle = (nvml.nvmlDeviceGetHandleByIndex(int(g)) if g.isdigit()
+                          else nvml.nvmlDeviceGetHandleByUUID(g))
+            except Exception:
+                raise ConfigError(f"hydra.launcher.gpus: no GPU {g!r} here (there are {count}: indexes "
+                                  f"0-{count - 1} or their UUIDs from nvidia-smi -L)") from None
+            found.append(_describe(nvml, handle, g))
+    if len({g["id"] for g in found}) != len(found):
+        raise ConfigError(f"hydra.launcher.gpus={spec!r} names a GPU twice")
+    return found[:limit] if limit > 0 else found
 
 
 _BUSY: list[bool] = [False]  # this worker runs a job (a Ctrl-C then interrupts it)
@@ -67,9 +110,11 @@ def _worker_init() -> None:
 
 
 def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleton_state: Any, job: str,
-             env: dict[str, str], devices: int) -> Any:
+             env: dict[str, str], devices: int, gpus: list[dict[str, Any]]) -> Any:
     """One job in a worker process: bind a device, run it as Hydra's basic launcher would,
-    and always give back what it held (a job that fails or crashes releases its device)."""
+    and always give back what it held (a job that fails or crashes releases its device). A job
+    bound to a GPU sees that GPU alone (``CUDA_VISIBLE_DEVICES``, inherited by its measuring
+    child) as CUDA device 0."""
     from hydra.core.singleton import Singleton
     from hydra.core.utils import run_job, setup_globals
     from omegaconf import open_dict
@@ -83,7 +128,11 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
     try:
         device = broker.start(job)
         with open_dict(sweep_config):
-            if devices > 1:  # one CUDA device per job
+            if gpus:
+                os.environ["CUDA_VISIBLE_DEVICES"] = gpus[device]["id"]
+                os.environ[leases.ENV_GPU] = json.dumps({**gpus[device], "slot": device})
+                sweep_config.device.index = 0
+            elif devices > 1:  # device slots without GPUs named: the job's device index
                 sweep_config.device.index = device
         ret = run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
@@ -122,13 +171,18 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    devices, cpu_workers, jobs = resolve(int(launcher.devices), int(launcher.cpu_workers), int(launcher.jobs))
+    device_type = str(getattr(config.device.type, "value", config.device.type)) if "device" in config else "auto"
+    gpus = find_gpus(getattr(launcher, "gpus", "all"), device_type, int(launcher.devices))
+    devices, cpu_workers, jobs = resolve(int(launcher.devices), int(launcher.cpu_workers), int(launcher.jobs), gpus)
     # each CPU slot's share of the cores, less one core per device for the job measuring there (its
     # launches: on the H100 host, a timing beside two 8-thread tuning jobs on 16 cores had outliers)
     threads = max(1, (leases.cores() - devices) // cpu_workers)
     broker, server, address = leases.serve(devices, cpu_workers, float(launcher.short_phase_s))
     log.info(f"Launching {len(job_overrides)} jobs load-aware: {jobs} at once, {cpu_workers} CPU worker(s) of "
              f"{threads} thread(s), {devices} device(s) measured by one job at a time")
+    for slot, gpu in enumerate(gpus):
+        log.info(f"\tdevice {slot}: GPU {gpu['index'] if gpu['index'] is not None else gpu['given']}"
+                 f"{' ' + gpu['name'] if gpu['name'] else ''}{' ' + gpu['uuid'] if gpu['uuid'] else ''}")
     configs = []
     for i, overrides in enumerate(job_overrides):
         idx = initial_job_idx + i
@@ -142,13 +196,15 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     env = {leases.ENV_ADDRESS: address, leases.ENV_THREADS: str(threads),
            "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", str(threads))}
     results: list[Any] = []
+    # with GPUs to choose from, each job gets a fresh worker: CUDA_VISIBLE_DEVICES counts only
+    # before CUDA starts in a process, and runner.isolate=false measures in the worker itself
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"),
-                               initializer=_worker_init)
+                               initializer=_worker_init, max_tasks_per_child=1 if len(gpus) > 1 else None)
     futures: list[Any] = []
     old_term = _sigterm_interrupts()
     try:
         futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
-                               {**env, leases.ENV_JOB: f"job{idx}"}, devices) for idx, cfg in configs]
+                               {**env, leases.ENV_JOB: f"job{idx}"}, devices, gpus) for idx, cfg in configs]
         for (idx, _), future in zip(configs, futures):
             try:
                 results.append(future.result())
@@ -163,11 +219,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
-        summary = broker.summary()
+        summary = {**broker.summary(), "gpus": gpus}
         (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
         server.stop_event.set()
-    busy = ", ".join(f"device {d} {u:.0%}" for d, u in enumerate(summary["device_utilization"]))
-    log.info(f"load-aware launcher: makespan {summary['makespan_s']:.1f} s; busy measuring: {busy}")
+    log.info(leases.summary_line(summary))
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     return results
 

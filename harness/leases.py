@@ -16,6 +16,7 @@ launcher :func:`exclusive` does nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -26,6 +27,7 @@ from typing import Any, cast
 
 ENV_ADDRESS = "HARNESS_LEASES"  # host:port:authkey (hex) of the broker
 ENV_JOB = "HARNESS_LEASE_JOB"  # the job this process works for
+ENV_GPU = "HARNESS_LEASE_GPU"  # the GPU this job's device is (JSON: id, index, uuid, name, slot)
 ENV_THREADS = "HARNESS_CPU_THREADS"  # threads one CPU slot is worth ((cores - devices) // cpu_workers)
 
 
@@ -194,10 +196,24 @@ class Broker:
             ends = [j.ended for j in self.jobs.values() if j.ended is not None]
             starts = [j.started for j in self.jobs.values()]
             makespan = (max(ends) - min(starts)) if ends and starts else 0.0
+            # each job's time less its waits: the sweep one job after another on one device
+            work = sum(j.ended - j.started - j.wait_s for j in self.jobs.values() if j.ended is not None)
             return {"makespan_s": makespan, "jobs": len(self.jobs), "devices": self.devices,
                     "cpu_workers": self.cpu_workers, "device_busy_s": list(self.busy_s),
                     "device_utilization": [b / makespan if makespan > 0 else 0.0 for b in self.busy_s],
-                    "wait_s": sum(j.wait_s for j in self.jobs.values())}
+                    "wait_s": sum(j.wait_s for j in self.jobs.values()), "work_s": work}
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """The launcher's result in one line: makespan, each device's busy share, and the makespan
+    against the jobs' own work one after another (what one device, one job at a time, would take,
+    less the start-up of each job's process)."""
+    busy = ", ".join(f"device {d} {u:.0%}" for d, u in enumerate(summary.get("device_utilization", [])))
+    line = f"load-aware launcher: makespan {summary['makespan_s']:.1f} s; busy measuring: {busy}"
+    work, span = summary.get("work_s"), summary["makespan_s"]
+    if work:
+        line += f"; the jobs' own work {work:.1f} s one after another ({span / work:.2f}x of it)"
+    return line
 
 
 class _Server(BaseManager):
@@ -270,6 +286,12 @@ def exclusive() -> Iterator[int | None]:
 
 
 def job_stats() -> dict[str, Any]:
-    """This job's lease accounting so far ({} outside the launcher)."""
+    """This job's lease accounting so far ({} outside the launcher), with its GPU where the
+    launcher gave it one."""
     broker = _client()
-    return dict(broker.stats(os.environ[ENV_JOB])) if broker is not None else {}
+    if broker is None:
+        return {}
+    stats = dict(broker.stats(os.environ[ENV_JOB]))
+    with contextlib.suppress(KeyError, ValueError):
+        stats["gpu"] = json.loads(os.environ[ENV_GPU])
+    return stats

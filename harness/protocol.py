@@ -22,7 +22,7 @@ from ios_core.ir import Graph
 from ios_core.models import build_model
 
 from .backend import Backend, BackendError, Prepared
-from .clocks import ClockSampler, load_nvml
+from .clocks import ClockSampler, load_nvml, nvml_index
 from .config import ConfigError
 from .plugins import check_runnable, get_backend
 from .stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
@@ -84,8 +84,7 @@ def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[flo
             infer(handle)
             i += 1
             if i % 16 == 0:
-                bar.done = time.perf_counter() - t0
-                bar.set(iterations=i)
+                bar.to(time.perf_counter() - t0, iterations=i)
     sync()
     events = None
     if prep.cuda_stream is not None:
@@ -120,8 +119,7 @@ def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[flo
         if (n % 16 == 0 or n == r["min_iters"]) and (n <= 4096 or elapsed - last_check >= 0.1):
             last_check = elapsed
             ci = ci_rel_halfwidth(np.array(host))
-            bar.done = elapsed
-            bar.set(samples=n, ci=f"+-{100 * ci:.2f}% (target {100 * r['ci_rel_target']:.2f}%)")
+            bar.to(elapsed, samples=n, ci=f"+-{100 * ci:.2f}% (target {100 * r['ci_rel_target']:.2f}%)")
             if n >= r["min_iters"] and elapsed >= r["min_time_s"] and ci <= r["ci_rel_target"]:
                 reason = "ci"
                 break
@@ -215,7 +213,7 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> Measurement:
         trace_metrics, trace_files = trace_run(p.prep, p.handle, p.device, f"{p.graph.name} {label}")
         metrics.update(trace_metrics)
         artifacts.update(trace_files)
-    env = environment.capture(p.device, nvml, cfg["device"]["index"])
+    env = environment.capture(p.device, nvml, int(cfg["device"]["index"]))
     env.update({f"lib_{k}": v for k, v in type(p.backend).versions().items()})
     if p.prep.device_name:
         env["backend_device"] = p.prep.device_name
@@ -290,7 +288,8 @@ def _time(cfg: dict[str, Any], p: _Prepared, nvml: Any, clock_target_mhz: float,
     from .leases import exclusive
 
     with exclusive():  # under the load-aware launcher: the device to itself while timing
-        sampler = ClockSampler(nvml, cfg["device"]["index"], cfg["device"]["sample_interval_ms"] / 1e3).start()
+        nvml_gpu = nvml_index(nvml, int(cfg["device"]["index"]))
+        sampler = ClockSampler(nvml, nvml_gpu, cfg["device"]["sample_interval_ms"] / 1e3).start()
         try:
             host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x)
         finally:

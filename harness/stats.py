@@ -68,3 +68,32 @@ def summarize(samples_ms: np.ndarray, batch: int, percentiles: tuple[float, ...]
 def missing_percentiles(n: int, percentiles: tuple[float, ...]) -> list[str]:
     """Percentiles asked for that too few samples leave out, said so (never silently absent)."""
     return [f"p{float(p):g} needs {min_samples(p)}" for p in percentiles if n < min_samples(p)]
+
+
+def quality_flags(tags: dict[str, str], metrics: dict[str, float]) -> list[str]:
+    """Short flags a table puts beside a number: ``noisy`` (the measurement said so: CV over 10% or
+    a CI over 2%), ``capped`` (a time or iteration cap stopped it before its CI target),
+    ``interrupted``. Failed jobs have no number and show why instead."""
+    flags = []
+    if str(tags.get("noisy", "")).lower() == "true":
+        flags.append("noisy")
+    reason = tags.get("stop_reason")
+    if reason in ("time", "iters"):
+        flags.append("capped")
+    elif reason == "interrupted" or metrics.get("interrupted"):
+        flags.append("interrupted")
+    return flags
+
+
+def ratio_ci(ci_a: float | None, ci_b: float | None) -> float | None:
+    """The relative 95% CI half-width of a ratio of two medians with relative half-widths ``ci_a``
+    and ``ci_b`` (independent errors add in quadrature); None where either is unknown."""
+    if ci_a is None or ci_b is None or not (math.isfinite(ci_a) and math.isfinite(ci_b)):
+        return None
+    return math.hypot(ci_a, ci_b)
+
+
+def significant(ratio: float, ci: float | None) -> bool:
+    """Whether a speed-up ``ratio`` with relative CI half-width ``ci`` differs from 1 (no change)
+    beyond its CI; unknown CIs count as significant (nothing says otherwise)."""
+    return ci is None or abs(ratio - 1.0) > ratio * ci

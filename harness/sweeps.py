@@ -28,6 +28,7 @@ from typing import Any
 
 from . import faults
 from .record import Record
+from .stats import quality_flags, ratio_ci, significant
 from .tracking import records_dir, write_json
 from .tracking import store_of as tracking_store
 
@@ -177,6 +178,7 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
                 t.client.set_tag(parent, "harness.study", state["study"])
             t.client.set_terminated(parent, state["status"], end_time=iso_ms(state.get("ended")))
             faults.point("parent.closed")
+            log_parent(results_dir, state, t, parent)
         except StoreError:
             if strict:
                 raise
@@ -240,11 +242,12 @@ def current_device(plain: dict[str, Any]) -> str:
 
     kind = resolve_device(plain["device"]["type"])
     if kind == "cuda":  # NVML first: no CUDA context in the sweep's own process
-        from .clocks import load_nvml
+        from .clocks import load_nvml, nvml_index
 
         nvml = load_nvml()
         if nvml is not None:
-            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(int(plain["device"]["index"])))
+            index = nvml_index(nvml, int(plain["device"]["index"]))
+            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index))
             return "cuda:" + (name if isinstance(name, str) else name.decode())
         import torch
 
@@ -260,6 +263,8 @@ def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, 
              "latency_median_ms": metrics.get("latency_median_ms"), "throughput_ips": metrics.get("throughput_ips"),
              "optimization_cost_s": metrics.get("optimization_cost_s"), "error": record.error,
              "code": code_version(), "device": device_of_record(record), "attempt": sweep.get("started"),
+             "gpu": record.params.get("launcher_gpu_index"),
+             "ci_rel": metrics.get("latency_ci_rel_halfwidth"), "flags": quality_flags(record.tags, metrics),
              "ended": datetime.now(UTC).isoformat()}
     write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
 
@@ -339,15 +344,21 @@ def normal_baseline(baseline: str) -> str:
     return baseline if "=" in baseline or not baseline else baseline.replace(":", "=", 1)
 
 
-def _baseline_latency(entry: dict[str, Any], entries: list[dict[str, Any]], baseline: str) -> float | None:
-    """The latency of the job that differs from ``entry`` only by taking ``baseline``'s value."""
+def _baseline_entry(entry: dict[str, Any], entries: list[dict[str, Any]], baseline: str) -> dict[str, Any] | None:
+    """The finished job that differs from ``entry`` only by taking ``baseline``'s value."""
     baseline = normal_baseline(baseline)
     key = baseline.split("=", 1)[0]
     want = sorted([o for o in entry.get("overrides", []) if o.split("=", 1)[0] != key] + [baseline])
     for other in entries:
         if sorted(other.get("overrides", [])) == want and other.get("status") == "FINISHED":
-            return other.get("latency_median_ms")
+            return other
     return None
+
+
+def _baseline_latency(entry: dict[str, Any], entries: list[dict[str, Any]], baseline: str) -> float | None:
+    """The latency of ``entry``'s baseline job (see :func:`_baseline_entry`)."""
+    other = _baseline_entry(entry, entries, baseline)
+    return other.get("latency_median_ms") if other else None
 
 
 def speedups(entries: list[dict[str, Any]], baseline: str) -> dict[str, float]:
@@ -382,6 +393,53 @@ def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     return logged
 
 
+def log_parent(results_dir: str | Path, state: dict[str, Any], t: Any, parent: str) -> None:
+    """The sweep's table on its MLflow parent run (tracker ``t``), so the parent reads at a glance: a metric
+    per finished job (``median_ms/<the job's swept values>``) and the sweep's overrides as params."""
+    from mlflow.entities import Metric, Param
+
+    from .tracking import MAX_PARAM_LEN
+
+    sweep_id = state["sweep_id"]
+    entries = job_entries(results_dir, sweep_id, state.get("started"))
+    keys = swept_keys(entries)
+    now = iso_ms(state.get("ended")) or 0
+    metrics = []
+    for e in entries:
+        if e.get("status") == "FINISHED" and e.get("latency_median_ms") is not None:
+            given = dict(o.partition("=")[::2] for o in e.get("overrides", []))
+            label = " ".join(f"{k}:{given[k]}" for k in keys if k in given) or str(e.get("run_name"))
+            safe = "".join(c if c.isalnum() or c in "_-. :/" else "_" for c in label)[:200]
+            metrics.append(Metric(f"median_ms/{safe}", float(e["latency_median_ms"]), now, 0))
+    command = str(state.get("sweep_command", ""))
+    params = [Param(k.lstrip("+~")[:250], v[:MAX_PARAM_LEN])
+              for k, _, v in (o.partition("=") for o in command.split() if "=" in o)]
+    known = t.client.get_run(parent).data.params
+    fresh = [p for p in params if p.key not in known]  # params are write-once; a rerun logs none again
+    t.client.log_batch(parent, metrics=metrics[:1000], params=fresh[:100])
+
+
+def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
+    """What to run next: the MLflow UI on the sweep's store (with the page of its runs) and the report."""
+    from .tracking import Tracker, mlflow_available
+
+    state = read_state(results_dir, sweep_id) or {}
+    lines = []
+    if mlflow_available() and not untracked(state):
+        uri, experiment = store_of(results_dir, state)
+        try:
+            exp_id = Tracker(uri, experiment).experiment_id
+            ui = f"mlflow ui --backend-store-uri {uri}" if uri.startswith("sqlite:") else uri
+            lines.append(f"runs: {ui}  then  http://127.0.0.1:5000/#/experiments/{exp_id}"
+                         if uri.startswith("sqlite:") else f"runs: {uri}/#/experiments/{exp_id}")
+        except Exception:  # store down: the upload line the jobs printed says what to do
+            pass
+    lines.append(f"report: python -m harness.report {sweep_id}"
+                 + ("" if Path(results_dir).resolve() == Path("results").resolve()
+                    else f" --results-dir {Path(results_dir).resolve()}"))
+    return lines
+
+
 #: the end-of-sweep table's width in columns
 TABLE_WIDTH = 100
 
@@ -396,15 +454,33 @@ def swept_keys(entries: list[dict[str, Any]]) -> list[str]:
     return [k for k, vs in values.items() if len(vs) > 1]
 
 
+def _speedup_cell(e: dict[str, Any], base: dict[str, Any] | None) -> str:
+    """The speed-up over the baseline job, marked ``?`` where it is within the two medians' CIs
+    (not significant) or either job was noisy."""
+    lat = e.get("latency_median_ms")
+    if not base or not lat or not base.get("latency_median_ms"):
+        return "-"
+    ratio = base["latency_median_ms"] / lat
+    shaky = not significant(ratio, ratio_ci(e.get("ci_rel"), base.get("ci_rel"))) or \
+        "noisy" in (e.get("flags") or []) + (base.get("flags") or [])
+    return f"{ratio:.2f}x" + ("?" if shaky and base is not e else "")
+
+
+def _latency_cell(e: dict[str, Any]) -> str:
+    lat, ci = e.get("latency_median_ms"), e.get("ci_rel")
+    if lat is None:
+        return "-"
+    return f"{lat:.4g}" + (f" ±{100 * ci:.1f}%" if ci is not None else "")
+
+
 def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str | None = None) -> list[list[str]]:
     """One row per job: number, job (the values of the swept keys, see :func:`swept_keys`), status,
-    latency, speed-up over the baseline, note."""
+    latency with its CI, speed-up over the baseline, note (flags: noisy, capped; why a job failed)."""
     keys = swept_keys(entries)
     rows = []
     for e in entries:
-        lat = e.get("latency_median_ms")
-        base = _baseline_latency(e, entries, baseline) if baseline and e.get("status") == "FINISHED" else None
-        note = "reused" if started and e.get("reused_in") == started else ""
+        base = _baseline_entry(e, entries, baseline) if baseline and e.get("status") == "FINISHED" else None
+        note = ", ".join(["reused"] * bool(started and e.get("reused_in") == started) + list(e.get("flags") or []))
         if e.get("status") != "FINISHED" and e.get("error"):
             note = str(e["error"]).splitlines()[0]
             if e.get("status") == "SKIPPED":  # why, as the report says it: not installed / not available here
@@ -414,9 +490,16 @@ def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str |
         given = dict(o.partition("=")[::2] for o in e.get("overrides", []))
         varying = [given[k] for k in keys if k in given]  # what tells the jobs apart
         rows.append([str(e.get("job_num", "")), " ".join(varying) or str(e.get("run_name")),
-                     e.get("status", "?"), f"{lat:.4g}" if lat is not None else "-",
-                     f"{base / lat:.2f}x" if base and lat else "-", note])
+                     e.get("status", "?"), _latency_cell(e), _speedup_cell(e, base), note])
+        if gpus_used(entries):  # the load-aware launcher shared several GPUs out: which one measured it
+            rows[-1].insert(3, str(e["gpu"]) if e.get("gpu") is not None else "-")
     return rows
+
+
+def gpus_used(entries: list[dict[str, Any]]) -> list[str]:
+    """The GPUs a sweep's jobs ran on, where the load-aware launcher shared out more than one."""
+    used = sorted({str(e["gpu"]) for e in entries if e.get("gpu") is not None})
+    return used if len(used) > 1 else []
 
 
 def print_table(results_dir: str | Path, sweep_id: str, baseline: str = "") -> None:
@@ -433,11 +516,21 @@ def sweep_table(state: dict[str, Any], sweep_id: str, entries: list[dict[str, An
     """The end-of-sweep table (a rich Table); long cells wrap inside TABLE_WIDTH columns."""
     from rich.table import Table
 
+    from .leases import summary_line
+
     keys = swept_keys(entries)
+    la = state.get("launcher")
     table = Table(title=f"{state.get('sweep_name', 'sweep')} ({sweep_id})"
-                  + (f"\njob: {' '.join(keys)}" if keys else ""))
+                  + (f"\njob: {' '.join(keys)}" if keys else ""),
+                  caption="\n".join(x for x in (
+                      summary_line(la) if la else "",
+                      "±: the median's 95% CI; ?: a speed-up within the CIs or from a noisy job"
+                      if baseline and any(e.get("ci_rel") is not None for e in entries) else "") if x) or None)
     speedup = f"vs {normal_baseline(baseline)}" if baseline else "speed-up"
-    for col in ("#", "job", "status", "median ms", speedup, "note"):
+    cols = ["#", "job", "status", "median ms", speedup, "note"]
+    if gpus_used(entries):
+        cols.insert(3, "gpu")
+    for col in cols:
         table.add_column(col, justify="right" if col in ("#", "median ms") else "left", overflow="fold")
     for row in table_rows(entries, baseline, state.get("started")):
         table.add_row(*row)

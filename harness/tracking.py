@@ -35,6 +35,10 @@ METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
                  ("device", ("sm_clock", "temperature", "throttle", "clock_")))
 
 
+# MLflow 3 opens an experiment without this tag on its GenAI overview ("No data"); with it, on the runs table
+EXPERIMENT_KIND, CLASSIC = "mlflow.experimentKind", "custom_model_development"
+
+
 def mlflow_metric_key(name: str) -> str:
     """``latency_median_ms`` stays; ``latency_std_ms`` becomes ``latency/latency_std_ms``, the
     search counters ``schedule/...``, the rest of the run's facts ``run/...``."""
@@ -104,10 +108,13 @@ class Tracker:
             if exp is None:  # keep a local store's artifacts beside it, not in ./mlruns of the cwd
                 db = store.sqlite_path(uri)
                 loc = (db.parent / "mlartifacts").as_uri() if db is not None else None
-                self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc)
+                self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc,
+                                                                   tags={EXPERIMENT_KIND: CLASSIC})
                 self._drop_empty_default()
             else:
                 self.experiment_id = exp.experiment_id
+                if EXPERIMENT_KIND not in (exp.tags or {}):  # made by an older version
+                    self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND, CLASSIC)
 
     def _drop_empty_default(self) -> None:
         """MLflow makes an empty "Default" experiment (pointing at ./mlruns) in every new store:

@@ -38,6 +38,15 @@ class Progress:
             self.bar.update(n)
         self.set(**counters)
 
+    def to(self, done: float, **counters: Any) -> None:
+        """Set the work done so far (seconds of a timed phase, say) rather than add to it: on a
+        terminal the bar moves with it (assigning ``done`` alone left tqdm's bar at 0%)."""
+        done = min(float(done), self.total) if self.total else float(done)
+        if self.bar is not None and done > self.done:
+            self.bar.update(done - self.done)
+        self.done = done
+        self.set(**counters)
+
     def set(self, force: bool = False, **counters: Any) -> None:
         """Record counters (states, stages timed...) and show them if it is time to."""
         self.counters.update(counters)

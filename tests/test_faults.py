@@ -113,9 +113,17 @@ def check(folder: Path, db: Path, log: str | None) -> None:
     state = json.loads(next((folder / "records" / "sweeps").glob("*/sweep.json")).read_text())
     assert state["status"] == "FINISHED" and state["parent_closed"] is True
     assert parents[0].info.status == "FINISHED" and parents[0].info.end_time == iso_ms(state["ended"])
+    # the parent reads at a glance: the sweep's table as metrics, its overrides as params
+    assert parents[0].data.metrics == {f"median_ms/batch:{r['config']['batch']}": r["metrics"]["latency_median_ms"]
+                                       for r in records}
+    assert parents[0].data.params["batch"] == "1,2" and parents[0].data.params["model"] == "sample"
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # opens on the runs table
     if log is not None:  # the table's latencies are the records'
         shown = {int(b): lat for b, lat in re.findall(r"│\s*\d+\s*│\s*(\d+)\s*│\s*FINISHED\s*│\s*([\d.]+)", log)}
         assert shown == {r["config"]["batch"]: f"{r['metrics']['latency_median_ms']:.4g}" for r in records}, log
+        assert f"runs: mlflow ui --backend-store-uri sqlite:///{db}  then  http://127.0.0.1:5000/#/experiments/" \
+            f"{exp.experiment_id}" in log
+        assert f"report: python -m harness.report {state['sweep_id']} --results-dir {folder}" in log
 
 
 def _sweep_point(server: ForkServer, base: Path, point: str) -> str:

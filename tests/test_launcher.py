@@ -293,3 +293,139 @@ def test_sigterm_to_the_launcher_stops_its_workers_jobs_too(tmp_path):
     assert proc.returncode == 143, err[-3000:]
     assert "interrupted: the load-aware sweep stopped" in err and "Traceback" not in err
     assert sorted(r["status"] for r in _records(tmp_path)) == ["KILLED", "KILLED"]
+
+
+class TwoGpuNVML:
+    """NVML of a host with two GPUs (NVML sees both whatever CUDA_VISIBLE_DEVICES says)."""
+
+    NVML_CLOCK_SM, NVML_TEMPERATURE_GPU = 1, 0
+    UUIDS = ["GPU-aaaa-0000", "GPU-bbbb-1111"]
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        if not 0 <= i < 2:
+            raise RuntimeError("Invalid Argument")
+        return i
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid not in self.UUIDS:
+            raise RuntimeError("Not Found")
+        return self.UUIDS.index(uuid)
+
+    def nvmlDeviceGetIndex(self, h):
+        return h
+
+    def nvmlDeviceGetUUID(self, h):
+        return self.UUIDS[h].encode()  # older pynvml returns bytes
+
+    def nvmlDeviceGetName(self, h):
+        return f"NVIDIA H100 #{h}"
+
+    def nvmlSystemGetDriverVersion(self):
+        return "580.0"
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return 1980
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return 1980
+
+    def nvmlDeviceGetTemperature(self, h, kind):
+        return 40 + h
+
+
+def test_gpus_are_found_by_index_or_uuid_and_a_missing_one_is_one_line(monkeypatch):
+    from harness.config import ConfigError
+    from harness.launcher import find_gpus, resolve
+
+    nvml = TwoGpuNVML()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    both = find_gpus("all", "cuda", nvml=nvml)
+    assert [(g["id"], g["index"], g["name"]) for g in both] == [
+        ("GPU-aaaa-0000", 0, "NVIDIA H100 #0"), ("GPU-bbbb-1111", 1, "NVIDIA H100 #1")]
+    assert resolve(0, 0, 0, both)[0] == 2
+    assert [g["index"] for g in find_gpus([1], "auto", nvml=nvml)] == [1]  # hydra.launcher.gpus=[1]
+    assert [g["index"] for g in find_gpus("GPU-bbbb-1111,0", "cuda", nvml=nvml)] == [1, 0]
+    assert [g["index"] for g in find_gpus("all", "cuda", limit=1, nvml=nvml)] == [0]  # hydra.launcher.devices=1
+    assert find_gpus("all", "cpu", nvml=nvml) == []  # a CPU sweep measures on the one CPU
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # "all" means what this process may see
+    assert [g["id"] for g in find_gpus("all", "cuda", nvml=nvml)] == ["GPU-bbbb-1111"]
+    with pytest.raises(ConfigError, match=r"no GPU '2' here \(there are 2: indexes 0-1 or their UUIDs"):
+        find_gpus("0,2", "cuda", nvml=nvml)
+    with pytest.raises(ConfigError, match="names a GPU twice"):
+        find_gpus("0,GPU-aaaa-0000", "cuda", nvml=nvml)
+    monkeypatch.setattr("harness.clocks.load_nvml", lambda: None)  # no driver: explicit entries as given
+    assert [(g["id"], g["index"]) for g in find_gpus("0,1", "cpu")] == [("0", 0), ("1", 1)]
+    assert [g["id"] for g in find_gpus("all", "cuda")] == ["1"]  # CUDA_VISIBLE_DEVICES as given
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert find_gpus("all", "cuda") == []
+
+
+def test_a_job_given_one_gpu_names_nvmls_gpu_not_cudas_device_0(monkeypatch):
+    """Under CUDA_VISIBLE_DEVICES=<UUID of GPU 1> CUDA calls that GPU device 0; NVML (clocks,
+    names, the record's GPU) must still address GPU 1."""
+    from harness.clocks import nvml_index
+    from harness.environment import gpu_info
+
+    nvml = TwoGpuNVML()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbbb-1111")
+    assert nvml_index(nvml, 0) == 1
+    info = gpu_info(nvml, 0)
+    assert (info["gpu_index"], info["gpu_uuid"], info["gpu_name"], info["gpu_temperature_c"]) == \
+        ("1", "GPU-bbbb-1111", "NVIDIA H100 #1", "41")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert (nvml_index(nvml, 0), nvml_index(nvml, 1)) == (1, 0)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert nvml_index(nvml, 1) == 1 and gpu_info(nvml, 0)["gpu_uuid"] == "GPU-aaaa-0000"
+
+
+def test_loadaware_sweep_over_two_gpus_uses_both_and_never_two_measurements_on_one(tmp_path):
+    """Two (fake) GPUs named by index, on this CPU machine: every job sees its GPU alone through
+    CUDA_VISIBLE_DEVICES (as its measuring child recorded it), both GPUs measure, the exclusive
+    phases of one GPU never overlap, and the table shows the GPU per job and the makespan."""
+    res, _ = _sweep(tmp_path, "loadaware", "hydra.launcher.gpus=[0,1]", "hydra.launcher.cpu_workers=4",
+                    "backend.cpu_s=1", "backend.exclusive_s=2")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert "4 CPU worker(s)" in out and "2 device(s) measured by one job at a time" in out
+    assert "device 0: GPU 0" in out and "device 1: GPU 1" in out
+    records = _records(tmp_path)
+    assert sorted(r["status"] for r in records) == ["FINISHED"] * 4
+    per_gpu: dict[str, list] = {}
+    for r in records:
+        gpu = str(r["params"]["launcher_gpu"])
+        assert r["tags"]["cuda_visible_devices"] == gpu  # the measuring child saw its GPU alone
+        assert str(r["params"]["launcher_gpu_index"]) == gpu and r["config"]["device"]["index"] == 0
+        per_gpu.setdefault(gpu, []).extend(tuple(s) for s in json.loads(r["artifacts"]["leases.json"])["spans"])
+    assert sorted(per_gpu) == ["0", "1"]  # both used
+    assert all(spans and not _overlaps(spans) for spans in per_gpu.values())
+    summary = json.loads(next(tmp_path.rglob("launcher.json")).read_text())
+    assert [g["id"] for g in summary["gpus"]] == ["0", "1"] and summary["work_s"] > summary["makespan_s"] * 0.5
+    assert "│ gpu │" in res.stdout.replace("  ", " ") or " gpu " in res.stdout
+    assert "load-aware launcher: makespan" in res.stdout and "the jobs' own work" in res.stdout
+
+
+def test_the_report_says_where_each_job_ran_and_the_makespan_against_the_jobs_own_work():
+    from harness.leases import summary_line
+    from harness.report.runs import Run
+    from harness.report.tables import gpu_table, launcher_table
+
+    def run(model, gpu, wait):
+        return Run({"status": "FINISHED", "label": "IOS-Both", "config": {"model": {"name": model}, "batch": 1},
+                    "params": {"launcher_gpu_index": gpu}, "tags": {"gpu_uuid": f"GPU-{gpu}"},
+                    "metrics": {"launcher_wait_s": wait, "launcher_cpu_s": 2.0, "launcher_exclusive_s": 3.0},
+                    "artifacts": {"leases.json": json.dumps({"started_s": 1.5})}}, [])
+
+    t = gpu_table([run("squeezenet", 0, 4.0), run("nasnet", 1, 0.0)])
+    assert t.rows == ["squeezenet IOS-Both bs1", "nasnet IOS-Both bs1"]
+    assert [t.text("nasnet IOS-Both bs1", c) for c in t.cols] == ["1", "GPU-1", "1.5", "0.0", "2.0", "3.0"]
+    assert gpu_table([run("squeezenet", 0, 4.0), run("nasnet", 0, 0.0)]) is None  # one GPU: nothing to say
+    la = {"makespan_s": 50.0, "wait_s": 4.0, "work_s": 100.0, "cpu_workers": 3, "devices": 2,
+          "device_utilization": [0.5, 0.25], "gpus": [{"index": 0, "id": "GPU-0"}, {"index": 1, "id": "GPU-1"}]}
+    lt = launcher_table([{"sweep_id": "s1", "launcher": la}], [2])
+    assert lt.text("s1", "launcher") == "load-aware (3 CPU slots, 2 GPU(s): 0, 1)"
+    assert lt.text("s1", "makespan / own work") == "0.50x" and lt.text("s1", "device busy") == "50%, 25%"
+    assert summary_line(la) == ("load-aware launcher: makespan 50.0 s; busy measuring: device 0 50%, device 1 25%; "
+                                "the jobs' own work 100.0 s one after another (0.50x of it)")

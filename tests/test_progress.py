@@ -43,3 +43,23 @@ def test_heartbeat_speaks_during_a_long_silent_phase():
     with Heartbeat("x", interval=0.05, stream=quiet, enabled=False):
         time.sleep(0.12)
     assert quiet.getvalue() == ""
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_timed_phase_moves_the_terminal_bar():
+    """On a TTY the measurement bar is tqdm's: setting the seconds done must move it (it stayed
+    at 0% when the protocol assigned ``done``), and it never passes its total."""
+    out = _Tty()
+    p = Progress("measure", 10.0, "s", stream=out)
+    p.to(2.5, samples=16)
+    assert p.bar is not None and p.bar.n == 2.5
+    p.to(7.0, samples=48)
+    p.to(12.0)  # past max_time_s: capped
+    assert p.bar.n == 10.0 and p.done == 10.0
+    p.bar.refresh()
+    assert "100%" in out.getvalue().split("\r")[-1]
+    p.close()

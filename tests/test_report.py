@@ -235,3 +235,22 @@ def test_batch_varying_sweeps_compare_images_per_second():
     base = thr[tables[1].cols[0]]
     assert cells == [f"{v / base:.2f}x" for v in thr.values()]
     assert max(v / base for v in thr.values()) < 1.06  # latency ratios would say 0.48x for batch 2
+
+
+def test_report_cells_carry_the_ci_and_flags_and_a_speedup_says_when_it_is_not_significant():
+    def noisy(label, model, latency, ci, tags=None, **over):
+        r = run(label, model, latency, **over)
+        r.record["metrics"]["latency_ci_rel_halfwidth"] = ci
+        r.record["tags"] = tags or {}
+        return r
+
+    runs = [noisy("PyTorch", "a", 2.0, 0.004, backend="pytorch"),
+            noisy("ORT", "a", 1.0, 0.49, {"noisy": "true", "stop_reason": "time"}, backend="onnxruntime"),
+            noisy("TVM", "a", 1.99, 0.004, backend="tvm")]
+    values, speed = build_tables(runs, LAYOUTS["frameworks"], "backend:pytorch")
+    assert values.text("a", "ORT") == "1.000 ±49.0% (noisy, capped)"
+    assert values.text("a", "PyTorch") == "2.000 ±0.4%"
+    assert speed.text("a", "ORT") == "2.00x ±49.0% (noisy)"
+    assert speed.text("a", "TVM") == "1.01x ±0.6% (n.s.)"
+    assert speed.text("a", "PyTorch") == "1.00x"
+    assert "2.00x ±49.0% (noisy)" in speed.csv() and "±49.0%" in values.html()

@@ -183,3 +183,21 @@ def test_a_preset_name_in_a_dict_config_fails_in_one_line():
         harness.run({"model": {"name": "sample"}, "runner": "quick"}, quiet=True)
     assert str(err.value) == ("runner=quick: a config group in a dict takes its values, not a preset name; for "
                               "presets use harness.run(overrides=['runner=quick', ...])")
+
+
+def test_a_run_prints_its_statistics_throughput_and_record_path(bench_cfg, capsys):
+    import re
+    from pathlib import Path
+
+    rec = harness.run(bench_cfg(**{"runner.percentiles": [50.0, 90.0], "runner.min_iters": 64,
+                                   "runner.max_time_s": 30}))
+    out = capsys.readouterr().out.splitlines()
+    summary, stats = out[-2], out[-1]
+    assert summary.startswith("Model: sample")
+    m = rec.metrics
+    assert stats.startswith(f"  latency ms: min {m['latency_min_ms']:.4g}, mean {m['latency_mean_ms']:.4g}, "
+                            f"median {m['latency_median_ms']:.4g}, p90 {m['latency_p90_ms']:.4g} "
+                            f"({int(m['samples'])} samples, CI +-")
+    assert f"| {m['throughput_ips']:.4g} images/s | record " in stats and "p50" not in stats
+    path = Path(re.search(r"record (\S+)$", stats).group(1))
+    assert path.is_file() and path.stem == rec.run_id

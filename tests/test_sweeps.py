@@ -281,3 +281,24 @@ def test_a_second_copy_of_a_running_sweep_exits_2_before_any_job(tmp_path):
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_the_table_shows_each_medians_ci_flags_and_marks_a_shaky_speedup():
+    """Issue 27 item 1: noise stays visible. onnxruntime at 8.77x from a job whose own line said
+    CV 91% showed an empty note; now the flag, the CI and a '?' on the speed-up say so."""
+    def entry(backend, lat, ci, flags=()):
+        return {"record_id": backend, "status": "FINISHED", "latency_median_ms": lat, "ci_rel": ci,
+                "flags": list(flags), "overrides": ["model=m", f"backend={backend}"]}
+
+    entries = [entry("pytorch", 8.77, 0.004), entry("onnxruntime", 1.0, 0.49, ["noisy", "capped"]),
+               entry("ios", 4.0, 0.005), entry("tvm", 8.74, 0.004)]
+    rows = sweeps.table_rows(entries, "backend:pytorch")
+    assert rows[0][3:] == ["8.77 ±0.4%", "1.00x", ""]
+    assert rows[1][3:] == ["1 ±49.0%", "8.77x?", "noisy, capped"]  # noisy: marked
+    assert rows[2][3:] == ["4 ±0.5%", "2.19x", ""]  # far outside both CIs: significant
+    assert rows[3][4] == "1.00x?"  # 0.3% apart with CIs of 0.4% each: within the noise
+    from rich.console import Console
+
+    console = Console(width=sweeps.TABLE_WIDTH, record=True, file=open(os.devnull, "w"))
+    console.print(sweeps.sweep_table({"sweep_name": "s"}, "abc", entries, "backend:pytorch"))
+    assert "?: a speed-up within the CIs or from a noisy job" in console.export_text()

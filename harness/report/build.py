@@ -23,11 +23,18 @@ from .tables import (
     baseline_column,
     batch_varies_across_columns,
     build_tables,
+    gpu_table,
     key_name,
     launcher_table,
     op_table,
     same_run_table,
 )
+
+#: how to read a cell, printed above the tables
+LEGEND = ("A number's ±: the relative 95% CI of its median (of a speed-up: both medians' CIs combined). "
+          "Flags: noisy (CV over 10% or CI over 2%), capped (runner.max_time_s or max_iters stopped it before "
+          "its CI target), interrupted, n.s. (a speed-up within its CI: not significant). Error bars in the "
+          "plots: the same CIs.")
 
 
 def _devices(runs: list[Run]) -> str:
@@ -88,13 +95,14 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     folder = Path(out_dir) if out_dir else Path(results_dir) / "reports" / f"{study or 'sweep'}-{state['sweep_id']}"
     folder.mkdir(parents=True, exist_ok=True)
     tables = build_tables(runs, layout, baseline) if runs else []
-    extra = (same_run_table(runs, layout), op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))))
+    extra = (same_run_table(runs, layout), op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))),
+             gpu_table(runs))
     tables += [t for t in extra if t is not None]
     md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
           f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "
           f"{sum(r.status == 'FINISHED' for r in runs)} finished. "
           f"Report written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.",
-          ""]
+          "", LEGEND, ""]
     for i, t in enumerate(tables):
         md.append(t.markdown())
         (folder / f"table{i + 1}.csv").write_text(t.csv())
@@ -131,7 +139,7 @@ def _html(state: dict[str, Any], runs: list[Run], tables: list[Table], images: d
     parts = [f"<h1>{html.escape(state.get('study') or 'sweep')} ({state['sweep_id']})</h1>",
              f"<p><code>{html.escape(state.get('sweep_command', ''))}</code></p>",
              f"<p>Device: {html.escape(_devices(runs))}. Status: {html.escape(str(state.get('status', '?')))}. "
-             f"{len(runs)} job(s).</p>"]
+             f"{len(runs)} job(s).</p>", f"<p>{html.escape(LEGEND)}</p>"]
     parts += [t.html() for t in tables]
     for key, (png, _) in images.items():
         parts.append(f"<h3>{html.escape(key)}</h3><img alt='{html.escape(key)}' "

@@ -9,6 +9,7 @@ from typing import Any
 
 from ios_core.plotting import pyplot, render
 
+from ..stats import ratio_ci
 from .runs import Run
 from .tables import Layout, Table, column
 
@@ -26,13 +27,16 @@ def bars(values: Table, base_col: str | None, higher_is_better: bool, title: str
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(values.rows) * max(1, len(values.cols)) / 3), 4))
     width = 0.8 / max(1, len(values.cols))
     for j, col in enumerate(values.cols):
-        xs, ys = [], []
+        xs, ys, errs = [], [], []
         for i, row in enumerate(values.rows):
             v, b = values.cells.get((row, col)), values.cells.get((row, base_col))
             if isinstance(v, float) and isinstance(b, float) and v > 0 and b > 0:
                 xs.append(i + (j - (len(values.cols) - 1) / 2) * width)
                 ys.append(v / b if higher_is_better else b / v)
-        ax.bar(xs, ys, width, label=col)
+                ci = ratio_ci(values.ci.get((row, col)), values.ci.get((row, base_col))) if col != base_col else \
+                    values.ci.get((row, col))
+                errs.append(ys[-1] * (ci or 0.0))
+        ax.bar(xs, ys, width, label=col, yerr=errs if any(errs) else None, capsize=3)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(values.rows)), values.rows)
     ax.set_ylabel(f"throughput normalised to {base_col}")
@@ -90,9 +94,11 @@ def lines(values: Table) -> tuple[bytes, str]:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for col in values.cols:
-        pts = [(float(r), v) for r in values.rows if isinstance(v := values.cells.get((r, col)), float)]
+        pts = [(float(r), v, v * values.ci.get((r, col), 0.0)) for r in values.rows
+               if isinstance(v := values.cells.get((r, col)), float)]
         if pts:
-            ax.plot(*zip(*pts), marker="o", label=col)
+            xs, ys, errs = zip(*pts)
+            ax.errorbar(xs, ys, yerr=errs if any(errs) else None, marker="o", label=col, capsize=3)
     ax.set_xscale("log", base=2)
     ax.set_xlabel(values.row_name)
     ax.set_ylabel(values.title.split(": ", 1)[-1])

@@ -6,11 +6,13 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..stats import quality_flags, ratio_ci, significant
 from ..sweeps import normal_baseline
 from .runs import IN_LABEL, Run
 
@@ -65,10 +67,19 @@ class Table:
     digits: int = 3
     suffix: str = ""
     geomean: bool = True
+    ci: dict[tuple[str, str], float] = field(default_factory=dict)  # a cell's relative 95% CI half-width
+    flags: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # noisy, capped, n.s. ...
 
     def text(self, row: str, col: str) -> str:
         v = self.cells.get((row, col), "missing")
-        return f"{v:.{self.digits}f}{self.suffix}" if isinstance(v, float) else v
+        if not isinstance(v, float):
+            return v
+        out = f"{v:.{self.digits}f}{self.suffix}"
+        if (row, col) in self.ci:
+            out += f" ±{100 * self.ci[(row, col)]:.1f}%"
+        if self.flags.get((row, col)):
+            out += f" ({', '.join(self.flags[(row, col)])})"
+        return out
 
     def geomeans(self) -> dict[str, str]:
         out = {}
@@ -157,8 +168,13 @@ def value_table(runs: list[Run], layout: Layout, title: str) -> Table:
     t = Table(f"{title}: {unit}", f"{rows_name} \\ {key_name(layout.cols)}" if layout.cols else rows_name, rows, cols,
               digits={"latency": 3, "throughput": 1}.get(layout.metric, 2), geomean=not layout.cols)
     for run in runs:
-        v = run.metric(name)
-        t.cells[(run.value(layout.rows), column(run, runs, layout))] = v if v is not None else run.reason
+        v, cell = run.metric(name), (run.value(layout.rows), column(run, runs, layout))
+        t.cells[cell] = v if v is not None else run.reason
+        if v is not None and layout.metric in ("latency", "throughput"):  # images/s share the median's CI
+            ci = run.metric("latency_ci_rel_halfwidth")
+            if ci is not None:
+                t.ci[cell] = ci
+            t.flags[cell] = quality_flags(run.record.get("tags") or {}, run.record.get("metrics") or {})
     return t
 
 
@@ -169,7 +185,15 @@ def speedup_table(values: Table, base_col: str, higher_is_better: bool) -> Table
         for c in values.cols:
             v = values.cells.get((r, c), "missing")
             if isinstance(v, float) and isinstance(base, float) and v > 0 and base > 0:
-                t.cells[(r, c)] = v / base if higher_is_better else base / v
+                ratio = v / base if higher_is_better else base / v
+                t.cells[(r, c)] = ratio
+                if c == base_col:
+                    continue
+                ci = ratio_ci(values.ci.get((r, c)), values.ci.get((r, base_col)))
+                if ci is not None:
+                    t.ci[(r, c)] = ci
+                noisy = "noisy" in values.flags.get((r, c), []) + values.flags.get((r, base_col), [])
+                t.flags[(r, c)] = ["noisy"] * noisy + ["n.s."] * (not significant(ratio, ci))
             else:
                 t.cells[(r, c)] = v if isinstance(v, str) else "-"
     return t
@@ -276,7 +300,8 @@ def launcher_table(states: list[dict[str, Any]], jobs: list[int]) -> Table | Non
     jobs' waits), so that the same sweep under two launchers compares in one report."""
     if not any("launcher" in s for s in states):
         return None
-    cols = ["launcher", "jobs", "wall s", "makespan s", "device busy", "jobs waited s"]
+    cols = ["launcher", "jobs", "wall s", "makespan s", "device busy", "jobs waited s", "own work s",
+            "makespan / own work"]
     t = Table("how the sweeps ran", "sweep", [s["sweep_id"] for s in states], cols, digits=1, geomean=False)
     for s, n in zip(states, jobs, strict=True):
         la, sid = s.get("launcher") or {}, s["sweep_id"]
@@ -292,4 +317,34 @@ def launcher_table(states: list[dict[str, Any]], jobs: list[int]) -> Table | Non
         t.cells[(sid, "device busy")] = (", ".join(f"{u:.0%}" for u in la.get("device_utilization", []))
                                          if la else "-")
         t.cells[(sid, "jobs waited s")] = float(la["wait_s"]) if la else "-"
+        work = float(la.get("work_s") or 0) if la else 0.0
+        t.cells[(sid, "own work s")] = work or "-"
+        t.cells[(sid, "makespan / own work")] = f"{float(la['makespan_s']) / work:.2f}x" if work else "-"
+        if la.get("gpus"):
+            t.cells[(sid, "launcher")] = (f"load-aware ({la.get('cpu_workers')} CPU slots, {len(la['gpus'])} GPU(s): "
+                                          + ", ".join(str(g.get("index", g.get("id"))) for g in la["gpus"]) + ")")
+    return t
+
+
+def gpu_table(runs: list[Run]) -> Table | None:
+    """Where each job of a load-aware sweep over several GPUs ran and when: its GPU (NVML index and
+    UUID), its start (seconds from the launcher's start), what it waited for, computed and measured."""
+    placed = [r for r in runs if r.value("param:launcher_gpu_index") != "?"]
+    if len({r.value("param:launcher_gpu_index") for r in placed}) < 2:
+        return None
+    cols = ["gpu", "uuid", "started s", "waited s", "cpu s", "exclusive s"]
+    t = Table("where each job ran (load-aware launcher)", "job", [], cols, digits=1, geomean=False)
+    for run in placed:
+        name = f"{run.value('model')} {run.label} bs{run.value('batch')}"
+        try:
+            phases = json.loads(run.record.get("artifacts", {}).get("leases.json") or "{}")
+        except ValueError:
+            phases = {}
+        t.rows.append(name)
+        t.cells.update({(name, "gpu"): run.value("param:launcher_gpu_index"),
+                        (name, "uuid"): str(run.record.get("tags", {}).get("gpu_uuid", "-")),
+                        (name, "started s"): float(phases.get("started_s") or 0),
+                        (name, "cpu s"): float(run.record.get("metrics", {}).get("launcher_cpu_s", 0)),
+                        (name, "waited s"): float(run.record.get("metrics", {}).get("launcher_wait_s", 0)),
+                        (name, "exclusive s"): float(run.record.get("metrics", {}).get("launcher_exclusive_s", 0))})
     return t

@@ -19,7 +19,9 @@ ConfigStore.instance().store(group="hydra/launcher", name="loadaware", node=Load
 
 
 class LoadAwareLauncher(Launcher):
-    def __init__(self, devices: int = 0, cpu_workers: int = 0, jobs: int = 0, short_phase_s: float = 1.0) -> None:
+    def __init__(self, gpus: Any = "all", devices: int = 0, cpu_workers: int = 0, jobs: int = 0,
+                 short_phase_s: float = 1.0) -> None:
+        self.gpus = gpus
         self.devices, self.cpu_workers, self.jobs, self.short_phase_s = devices, cpu_workers, jobs, short_phase_s
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
