@@ -116,7 +116,7 @@ class SweepCallback(Callback):
 def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state: dict[str, Any]) -> None:
     """The load-aware launcher's makespan and device use: into the sweep's state (as just ended)
     and as metrics of its MLflow parent run (nothing for other launchers)."""
-    from .launcher import read_summary
+    from .leases import read_summary
     from .tracking import write_json
 
     summary = read_summary(config.hydra.sweep.dir)

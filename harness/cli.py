@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from .config import ConfigError, conf_dir
+from .config import ConfigError, conf_dir, hydra_error_line
 
 _failures: list[str] = []
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
@@ -113,22 +113,15 @@ def _label(cfg: Any) -> str:
         return cls.display_name or cls.name
 
 
-def hydra_error_line(exc: BaseException) -> str:
-    """Hydra's multi-line composition errors as one line that keeps the valid choices."""
-    text = str(exc).strip()
-    if "Available options in" in text:
-        head = text.splitlines()[0].replace("In 'config': ", "")
-        listing = text.split("Available options in", 1)[1].split("Config search path", 1)[0]
-        opts = [x.strip() for x in listing.splitlines()[1:] if x.startswith("\t")]
-        return f"{head}; choose one of: {', '.join(opts)}"
-    line = text.splitlines()[0] if text else type(exc).__name__
-    if line.startswith("Sweeping over Hydra's configuration") and "," in line:
-        key = line.rsplit(":", 1)[-1].strip().strip("'").partition("=")[0]
-        return f"{line}: a list for {key} is written {key}=[a,b] (a comma sweeps)"
-    cause = exc.__cause__ or exc.__context__
-    if cause is not None and str(cause).strip():
-        line = f"{line}: {str(cause).strip().splitlines()[0]}"
-    return line
+def _register_launcher() -> None:
+    """Make ``hydra/launcher=loadaware`` known. Hydra discovers plugins by listing the
+    ``hydra_plugins`` folders, which misses an editable install's; registering by hand works
+    for every install."""
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.harness_loadaware.loadaware_launcher import LoadAwareLauncher
+
+    Plugins.instance().register(LoadAwareLauncher)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,9 +158,7 @@ def main(argv: list[str] | None = None) -> None:
             _print_backends()
             return
         register_configs()
-        from .launcher import register_hydra_plugin
-
-        register_hydra_plugin()
+        _register_launcher()
     except BackendError as exc:  # a plugin that cannot be loaded
         if os.environ.get("HARNESS_DEBUG"):
             raise

@@ -217,3 +217,21 @@ def validate(cfg: DictConfig) -> BenchConfig:
     if not isinstance(typed, BenchConfig):
         raise TypeError(f"not a config of the BenchConfig schema: {type(typed).__name__}")
     return typed
+
+
+def hydra_error_line(exc: BaseException) -> str:
+    """Hydra's multi-line composition errors as one line that keeps the valid choices."""
+    text = str(exc).strip()
+    if "Available options in" in text:
+        head = text.splitlines()[0].replace("In 'config': ", "")
+        listing = text.split("Available options in", 1)[1].split("Config search path", 1)[0]
+        opts = [x.strip() for x in listing.splitlines()[1:] if x.startswith("\t")]
+        return f"{head}; choose one of: {', '.join(opts)}"
+    line = text.splitlines()[0] if text else type(exc).__name__
+    if line.startswith("Sweeping over Hydra's configuration") and "," in line:
+        key = line.rsplit(":", 1)[-1].strip().strip("'").partition("=")[0]
+        return f"{line}: a list for {key} is written {key}=[a,b] (a comma sweeps)"
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause).strip():
+        line = f"{line}: {str(cause).strip().splitlines()[0]}"
+    return line

@@ -7,7 +7,10 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 FIELD = re.compile(r"^\s+(\w+):[^=#]*=[^#]*?(?:#\s*(.*))?$")
 
@@ -72,9 +75,10 @@ def options(cls: type, prefix: str, skip: tuple[str, ...] = ("name",)) -> list[s
     return rows
 
 
-def template() -> str:
+def template(backends: dict[str, type[Backend]]) -> str:
+    """Hydra's --help text: the options of the harness and of each backend (``backends``: name ->
+    backend class, as :func:`harness.plugins.backends` gives them)."""
     from .config import BenchConfig, DeviceConfig, RunnerConfig, SweepConfig, TrackingConfig
-    from .plugins import backends
 
     parts = [HEAD, "Top-level options:"]
     parts += options(BenchConfig, "")
@@ -83,7 +87,7 @@ def template() -> str:
     for name, group in groups:
         parts += ["", f"{name}.* :"] + options(group, f"{name}.")
     parts += ["", "Backend options (backend=<name> backend.<option>=value):"]
-    for name, cls in backends().items():
+    for name, cls in backends.items():
         doc = cls.runs or (" ".join((inspect.getdoc(cls) or "").split()).split(". ")[0] if cls.__doc__ else "")
         parts += ["", f"backend={name}" + (f"    {doc}" if doc else "")] + options(cls.config_class, "backend.")
     text = "\n".join(parts) + "\n" + TAIL

@@ -23,7 +23,7 @@ from ios_core.models import build_model, check_params
 
 from . import faults, sweeps
 from .clocks import ClockLock, load_nvml, nvml_index
-from .config import BenchConfig, ClockLockMode, ConfigError, validate
+from .config import BenchConfig, ClockLockMode, ConfigError, hydra_error_line, validate
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend
 from .protocol import Measurement, measure
@@ -121,7 +121,6 @@ def compose(overrides: list[str]) -> DictConfig:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from .cli import hydra_error_line
     from .config import conf_dir
     from .plugins import register_configs
 

@@ -23,7 +23,6 @@ from typing import Any
 from . import leases
 
 log = logging.getLogger(__name__)
-SUMMARY_FILE = "launcher.json"  # in Hydra's sweep dir: makespan and device use, read by the sweep callback
 
 
 @dataclass
@@ -220,7 +219,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
         summary = {**broker.summary(), "gpus": gpus}
-        (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
+        (sweep_dir / leases.SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
         server.stop_event.set()
     log.info(leases.summary_line(summary))
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
@@ -271,21 +270,3 @@ def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], signum: int = si
     print("interrupted: the load-aware sweep stopped; finished and interrupted jobs keep their records "
           "(rerun the command to resume)", file=sys.stderr, flush=True)
     raise SystemExit(128 + signum)
-
-
-def register_hydra_plugin() -> None:
-    """Make ``hydra/launcher=loadaware`` known. Hydra discovers plugins by listing the
-    ``hydra_plugins`` folders, which misses an editable install's; registering by hand works
-    for every install."""
-    from hydra.core.plugins import Plugins
-
-    from hydra_plugins.harness_loadaware.loadaware_launcher import LoadAwareLauncher
-
-    Plugins.instance().register(LoadAwareLauncher)
-
-
-def read_summary(hydra_sweep_dir: str | Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((Path(hydra_sweep_dir) / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
-        return None

@@ -23,11 +23,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.managers import BaseManager
+from pathlib import Path
 from typing import Any, cast
 
 ENV_ADDRESS = "HARNESS_LEASES"  # host:port:authkey (hex) of the broker
 ENV_JOB = "HARNESS_LEASE_JOB"  # the job this process works for
 ENV_GPU = "HARNESS_LEASE_GPU"  # the GPU this job's device is (JSON: id, index, uuid, name, slot)
+SUMMARY_FILE = "launcher.json"  # in Hydra's sweep dir: makespan and device use, read by the sweep callback
 ENV_THREADS = "HARNESS_CPU_THREADS"  # threads one CPU slot is worth ((cores - devices) // cpu_workers)
 
 
@@ -295,3 +297,11 @@ def job_stats() -> dict[str, Any]:
     with contextlib.suppress(KeyError, ValueError):
         stats["gpu"] = json.loads(os.environ[ENV_GPU])
     return stats
+
+
+def read_summary(hydra_sweep_dir: str | Path) -> dict[str, Any] | None:
+    """The load-aware launcher's summary of a sweep (None for other launchers)."""
+    try:
+        return json.loads((Path(hydra_sweep_dir) / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None

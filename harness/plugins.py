@@ -85,7 +85,7 @@ def register_configs() -> None:
     from .help import template
 
     cs.store(group="hydra/help", name="harness", node={"app_name": "harness", "header": "", "footer": "",
-                                                       "template": template()})
+                                                       "template": template(backends())})
     for name, cls in backends().items():
         cs.store(group="backend", name=name, node=cls.config_class(name=name))
 

@@ -419,6 +419,11 @@ def log_parent(results_dir: str | Path, state: dict[str, Any], t: Any, parent: s
     t.client.log_batch(parent, metrics=metrics[:1000], params=fresh[:100])
 
 
+#: the experiment's runs table: MLflow 3 opens an experiment on its GenAI overview ("No data") unless
+#: the page asks for the model-training workflow (the experiment's kind tag alone does not do it)
+RUNS_PAGE = "runs?workflowType=machine_learning"
+
+
 def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
     """What to run next: the MLflow UI on the sweep's store (with the page of its runs) and the report."""
     from .tracking import Tracker, mlflow_available
@@ -430,8 +435,9 @@ def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
         try:
             exp_id = Tracker(uri, experiment).experiment_id
             ui = f"mlflow ui --backend-store-uri {uri}" if uri.startswith("sqlite:") else uri
-            lines.append(f"runs: {ui}  then  http://127.0.0.1:5000/#/experiments/{exp_id}"
-                         if uri.startswith("sqlite:") else f"runs: {uri}/#/experiments/{exp_id}")
+            page = f"#/experiments/{exp_id}/{RUNS_PAGE}"
+            lines.append(f"runs: {ui}  then  http://127.0.0.1:5000/{page}"
+                         if uri.startswith("sqlite:") else f"runs: {uri}/{page}")
         except Exception:  # store down: the upload line the jobs printed says what to do
             pass
     lines.append(f"report: python -m harness.report {sweep_id}"

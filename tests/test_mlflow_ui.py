@@ -48,6 +48,10 @@ def open_runs_table(url: str, shot: Path | None = None) -> str:
     try:
         d.get(url)
         wait = WebDriverWait(d, 90)
+        # the runs table, not MLflow 3's GenAI overview of the experiment ("No data available")
+        wait.until(lambda drv: "/runs" in drv.current_url and "matching runs" in drv.find_element(By.TAG_NAME,
+                                                                                                  "body").text)
+        assert "workflowType=genai" not in d.current_url
         columns = wait.until(ec.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Columns']")))
         columns.click()
         box = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "input[placeholder='Search columns']")))
@@ -87,8 +91,10 @@ def test_the_runs_table_shows_the_sweep_with_latency(tmp_path):
             except OSError:
                 time.sleep(0.5)
         exp = mlflow.tracking.MlflowClient(f"http://127.0.0.1:{port}").get_experiment_by_name("harness")
-        table = open_runs_table(f"http://127.0.0.1:{port}/#/experiments/{exp.experiment_id}/runs",
-                                tmp_path / "runs.png")
+        # the page the sweep printed ("runs: mlflow ui ... then http://127.0.0.1:5000/#/experiments/<id>/runs?...")
+        (printed,) = re.findall(r"then  http://127\.0\.0\.1:5000/(\S+)", res.stdout)
+        assert printed.startswith(f"#/experiments/{exp.experiment_id}/runs")
+        table = open_runs_table(f"http://127.0.0.1:{port}/{printed}", tmp_path / "runs.png")
     finally:
         server.terminate()
         server.wait(30)

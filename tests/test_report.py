@@ -210,8 +210,9 @@ def test_the_launcher_table_compares_a_sweep_run_one_at_a_time_and_load_aware():
     assert launcher_table([basic], [4]) is None  # nothing to compare: no table
     t = launcher_table([basic, la], [4, 4])
     assert t is not None and t.rows == ["b", "l"]
-    assert t.grid()[1] == ["b", "one job at a time", "4", "336.0", "-", "-", "-"]
-    assert t.grid()[2] == ["l", "load-aware (2 CPU slots, 1 device(s))", "4", "276.0", "269.0", "18%", "192.0"]
+    assert t.grid()[1] == ["b", "one job at a time", "4", "336.0", "-", "-", "-", "-", "-"]
+    assert t.grid()[2] == ["l", "load-aware (2 CPU slots, 1 device(s))", "4", "276.0", "269.0", "18%", "192.0",
+                           "-", "-"]
 
 
 def test_batch_varying_sweeps_compare_images_per_second():
@@ -254,3 +255,64 @@ def test_report_cells_carry_the_ci_and_flags_and_a_speedup_says_when_it_is_not_s
     assert speed.text("a", "TVM") == "1.01x ±0.6% (n.s.)"
     assert speed.text("a", "PyTorch") == "1.00x"
     assert "2.00x ±49.0% (noisy)" in speed.csv() and "±49.0%" in values.html()
+
+
+def _sweep_on_disk(results_dir, sweep_id, jobs):
+    """A finished sweep as the harness leaves it: its state, job entries and records.
+    ``jobs``: (overrides, label, median ms, CI, tags)."""
+    from harness import sweeps
+    from harness.tracking import write_json
+
+    state = sweeps.start(results_dir, {"sweep_id": sweep_id, "sweep_name": f"sweep {sweep_id}",
+                                       "sweep_command": "python -m harness -m ..."}, {"enabled": False})
+    for i, (overrides, label, ms, ci, tags) in enumerate(jobs):
+        rid = f"{sweep_id}{i}"
+        given = dict(o.split("=", 1) for o in overrides)
+        write_json(Path(results_dir) / "records" / f"{rid}.json",
+                   {"run_id": rid, "status": "FINISHED", "label": label, "tags": tags,
+                    "config": {"model": {"name": given["model"]}, "batch": int(given.get("batch", 1))},
+                    "metrics": {"latency_median_ms": ms, "latency_ci_rel_halfwidth": ci,
+                                "throughput_ips": 1000 / ms}})
+        write_json(sweeps.sweep_dir(results_dir, sweep_id) / "jobs" / f"{i}.json",
+                   {"record_id": rid, "status": "FINISHED", "job_num": i, "overrides": overrides,
+                    "latency_median_ms": ms, "attempt": state["started"]})
+    sweeps.end(results_dir, sweep_id, "FINISHED")
+
+
+def test_compare_two_sweeps_job_by_job_with_the_ci_and_a_verdict(tmp_path, capsys):
+    """issue 27 item 3: a baseline-vs-candidate view (pytest-benchmark's compare)."""
+    from harness.report.__main__ import main
+
+    base = [(["model=a", "backend=ios", "batch=1"], "IOS-Both", 2.0, 0.004, {}),
+            (["model=a", "backend=ios", "batch=8"], "IOS-Both", 8.0, 0.004, {}),
+            (["model=b", "backend=ios", "batch=1"], "IOS-Both", 3.0, 0.30, {"noisy": "true"})]
+    cand = [(o, lab, ms, ci, tags) for (o, lab, _, ci, tags), ms in zip(base, (1.0, 8.01, 2.0))]
+    cand[0] = (cand[0][0] + ["backend.channels_last=true"], *cand[0][1:])  # a fixed option may differ
+    _sweep_on_disk(tmp_path, "aaa", base)
+    _sweep_on_disk(tmp_path, "bbb", [*cand, (["model=c", "backend=ios", "batch=1"], "IOS-Both", 1.0, 0.01, {})])
+    assert main(["--compare", "aaa", "bbb", "--results-dir", str(tmp_path), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")[1:]]
+             for line in out.splitlines() if line.startswith("| ") and not line.startswith("| job")}
+    assert "bbb (candidate) against aaa (baseline)" in out
+    assert lines["a batch=1"] == ["2.000 ±0.4%", "1.000 ±0.4%", "2.000x ±0.6%", "faster (100.0%)"]
+    assert lines["a batch=8"][2:] == ["0.999x ±0.6%", "same (within the CI)"]
+    assert lines["b batch=1"][3] == "same (within the CI), noisy" and "(noisy)" in lines["b batch=1"][0]
+    assert lines["c batch=1"][:1] == ["missing"] and lines["c batch=1"][3] == "-"
+    assert (tmp_path / "cmp" / "compare.csv").read_text().startswith("job,baseline ms,candidate ms,speed-up,verdict")
+    assert main(["--compare", "aaa", "aaa", "--results-dir", str(tmp_path)]) == 2
+    assert "two different sweeps" in capsys.readouterr().err
+
+
+def test_two_sweeps_of_the_same_jobs_get_a_column_each_and_their_own_folder(tmp_path):
+    jobs = [(["model=a", "backend=ios"], "IOS-Both", 2.0, 0.004, {}), (["model=a", "backend=pytorch"], "PyTorch",
+                                                                       4.0, 0.004, {})]
+    _sweep_on_disk(tmp_path, "s1", jobs)
+    _sweep_on_disk(tmp_path, "s2", [(o, lab, ms * 1.5, ci, t) for o, lab, ms, ci, t in jobs])
+    folder = build_report(["s1", "s2"], tmp_path, log=False)
+    assert folder.name == "sweep-s1+s2"
+    md = (folder / "report.md").read_text()
+    assert "| model | IOS-Both [s1] | PyTorch [s1] | IOS-Both [s2] | PyTorch [s2] |" in md
+    assert "| a | 2.000 ±0.4% | 4.000 ±0.4% | 3.000 ±0.4% | 6.000 ±0.4% |" in md  # nothing overwritten
+    alone = build_report("s1", tmp_path, log=False)
+    assert alone.name == "sweep-s1" and "IOS-Both [s1]" not in (alone / "report.md").read_text()

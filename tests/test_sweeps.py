@@ -2,6 +2,7 @@
 skipped, the rest measured), a killed sweep's parent run is closed, and the end-of-sweep
 table shows every job with its speed-up over the baseline."""
 
+import contextlib
 import json
 import os
 import signal
@@ -137,13 +138,22 @@ def test_a_sweep_killed_with_kill_9_resumes_where_it_stopped(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             start_new_session=True)
     deadline = time.time() + 240
-    while time.time() < deadline and not list((tmp_path / "r" / "records" / "sweeps").glob("*/jobs/*.json")):
+
+    def recorded():  # jobs whose entry and record are both written (the entry comes first)
+        out = []
+        for p in (tmp_path / "r" / "records" / "sweeps").glob("*/jobs/*.json"):
+            with contextlib.suppress(ValueError, OSError):
+                if (tmp_path / "r" / "records" / f"{json.loads(p.read_text())['record_id']}.json").exists():
+                    out.append(p)
+        return out
+
+    while time.time() < deadline and not recorded():
         if proc.poll() is not None:
             pytest.fail(f"the sweep ended before it could be killed: {proc.communicate()[1][-2000:]}")
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
-    done = list((tmp_path / "r" / "records" / "sweeps").glob("*/jobs/*.json"))
+    done = recorded()
     assert 1 <= len(done) < 4, "the sweep should have been killed part-way"
     (state,) = [json.loads(p.read_text()) for p in (tmp_path / "r" / "records" / "sweeps").glob("*/sweep.json")]
     assert state["status"] == "RUNNING"  # nobody could close it: the next attempt does

@@ -14,14 +14,21 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Tables, plots and an HTML page of a sweep: by sweep id, or the newest "
                                              "sweep of a study (schedules, frameworks, utilization, specialization, "
                                              "prune, batchsize, autotvm, devices).")
-    ap.add_argument("name", nargs="+", help="a study (experiment preset) name or a sweep id; several: one "
+    ap.add_argument("name", nargs="*", help="a study (experiment preset) name or a sweep id; several: one "
                                             "report of them together (the same study run on two GPUs)")
     ap.add_argument("--results-dir", default=TrackingConfig.results_dir)
     ap.add_argument("--out", default=None, help="folder to write (default: <results-dir>/reports/<study>-<id>/)")
     ap.add_argument("--baseline", default=None,
                     help="the override of the speed-up baseline, e.g. backend:pytorch (default: the sweep's)")
     ap.add_argument("--no-mlflow", action="store_true", help="do not log the report to the sweep's parent run")
+    ap.add_argument("--compare", nargs=2, metavar=("BASELINE", "CANDIDATE"),
+                    help="two sweep ids (or study names): their shared jobs side by side, the speed-up of the "
+                         "candidate with its CI and whether it is beyond the noise; writes compare.csv with --out")
     args = ap.parse_args(argv)
+    if bool(args.compare) == bool(args.name):
+        ap.error("name a study or sweep id (a report), or --compare BASELINE CANDIDATE")
+    if args.compare:
+        return _compare(args.results_dir, args.compare[0], args.compare[1], args.out)
     try:
         folder = build_report(args.name, args.results_dir, args.out, args.baseline, log=not args.no_mlflow)
     except ConfigError as exc:
@@ -29,6 +36,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"report: {folder / 'index.html'}")
     print((folder / "report.md").read_text().split("### IOS summary lines")[0])
+    return 0
+
+
+def _compare(results_dir: str, baseline: str, candidate: str, out: str | None) -> int:
+    from pathlib import Path
+
+    from .compare import compare
+
+    try:
+        table = compare(results_dir, baseline, candidate)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(table.markdown())
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "compare.csv").write_text(table.csv())
+        print(f"written: {Path(out) / 'compare.csv'}")
     return 0
 
 

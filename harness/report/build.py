@@ -28,6 +28,7 @@ from .tables import (
     launcher_table,
     op_table,
     same_run_table,
+    separate_sweeps,
 )
 
 #: how to read a cell, printed above the tables
@@ -87,12 +88,16 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     state = states[0]
     per_sweep = [load_runs(results_dir, s) for s in states]
     runs = [run for sweep_runs in per_sweep for run in sweep_runs]
+    if len(states) > 1:
+        separate_sweeps([(s["sweep_id"], group) for s, group in zip(states, per_sweep, strict=True)],
+                        LAYOUTS.get(state.get("study") or "", Layout()))
     study = state.get("study") or ""
     layout = LAYOUTS.get(study, Layout())
     if baseline is None:
         baseline = next((str(b) for r in runs if (b := r.record.get("config", {}).get("sweep", {}).get("baseline"))),
                         "")
-    folder = Path(out_dir) if out_dir else Path(results_dir) / "reports" / f"{study or 'sweep'}-{state['sweep_id']}"
+    ids = "+".join(s["sweep_id"] for s in states)  # several sweeps: their own folder, never the first's
+    folder = Path(out_dir) if out_dir else Path(results_dir) / "reports" / f"{study or 'sweep'}-{ids}"
     folder.mkdir(parents=True, exist_ok=True)
     tables = build_tables(runs, layout, baseline) if runs else []
     extra = (same_run_table(runs, layout), op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))),

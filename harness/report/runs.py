@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import sweeps
 from ..config import ConfigError
+from .layouts import LAYOUTS
 
 #: overrides whose effect the variant's label already names (IOS-Both, PyTorch-CUDAGraph, ...)
 IN_LABEL = ("backend", "backend.schedule", "backend.mode", "backend.compile_mode")
@@ -21,6 +22,7 @@ class Run:
 
     record: dict[str, Any]
     overrides: list[str]
+    sweep: str = ""  # set where several sweeps share a report and hold the same jobs: a column per sweep
 
     def override(self, key: str) -> str | None:
         for o in self.overrides:
@@ -103,8 +105,6 @@ def find_sweep(results_dir: str | Path, name: str) -> dict[str, Any]:
 def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any]]:
     """The sweeps named; a study whose report covers all its sweeps (``devices``: one per GPU)
     named alone gives every sweep of it, oldest first."""
-    from .tables import LAYOUTS
-
     study = names[0].removesuffix("_quick") if len(names) == 1 else ""
     if study in LAYOUTS and LAYOUTS[study].combine:
         found = _of_study(sweeps.states(results_dir), study)

@@ -14,45 +14,8 @@ from typing import Any
 
 from ..stats import quality_flags, ratio_ci, significant
 from ..sweeps import normal_baseline
+from .layouts import KEY_NAMES, LAYOUTS, METRICS, Layout, key_name  # noqa: F401  (the report's names)
 from .runs import IN_LABEL, Run
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a study is tabulated and drawn."""
-
-    rows: str = "model"  # the config key whose values are the rows
-    metric: str = "latency"  # latency or throughput
-    plot: str = "bars"  # bars, heatmap, scatter or lines
-    cols: str = ""  # a config key for the columns; empty: the variant (label and varying options)
-    per: str = ""  # one table per value of this key (or per combination of comma-separated keys)
-    also: tuple[str, ...] = ()  # more metrics tabulated the same way (no speed-up)
-    combine: bool = False  # the report of the study covers all its sweeps (one per machine), not the newest
-
-
-LAYOUTS = {
-    "schedules": Layout(),
-    "frameworks": Layout(),
-    "autotvm": Layout(),
-    "utilization": Layout(),
-    "specialization": Layout(rows="backend.opt_batch", cols="batch", plot="heatmap", per="model"),
-    "prune": Layout(plot="scatter", also=("cost",)),
-    "batchsize": Layout(rows="batch", metric="throughput", plot="lines"),
-    "kernels": Layout(rows="batch", plot="lines", per="model,precision"),
-    "devices": Layout(rows="param:schedule_made_on", cols="tag:backend_device", plot="heatmap", per="model",
-                      combine=True),
-}
-
-#: how a table or plot names a key that is not a config key
-KEY_NAMES = {"param:schedule_made_on": "schedule made on", "tag:backend_device": "GPU"}
-
-
-def key_name(key: str) -> str:
-    return KEY_NAMES.get(key, key)
-
-METRICS = {"latency": ("latency_median_ms", "median latency (ms)"),
-           "throughput": ("throughput_ips", "throughput (images/s)"),
-           "cost": ("optimization_cost_s", "optimization cost (s)")}
 
 Cell = float | str  # a number, or the reason there is none
 
@@ -145,7 +108,25 @@ def per_keys(layout: Layout) -> list[str]:
 
 
 def column(run: Run, runs: list[Run], layout: Layout) -> str:
-    return run.value(layout.cols) if layout.cols else variant(run, runs, layout)
+    name = run.value(layout.cols) if layout.cols else variant(run, runs, layout)
+    return f"{name} [{run.sweep}]" if run.sweep else name
+
+
+def separate_sweeps(per_sweep: list[tuple[str, list[Run]]], layout: Layout) -> bool:
+    """Where several sweeps hold the same job (the same cell of a table), give each sweep its own
+    columns rather than keep the last value; returns whether it did."""
+    seen: dict[tuple[str, ...], str] = {}
+    runs = [r for _, group in per_sweep for r in group]
+    clash = False
+    for sid, group in per_sweep:
+        for r in group:
+            cell = (*(r.value(k) for k in per_keys(layout)), r.value(layout.rows), column(r, runs, layout))
+            clash = clash or seen.setdefault(cell, sid) != sid
+    if clash:
+        for sid, group in per_sweep:
+            for r in group:
+                r.sweep = sid
+    return clash
 
 
 def baseline_column(runs: list[Run], layout: Layout, baseline: str) -> str | None:

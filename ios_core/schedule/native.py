@@ -115,6 +115,4 @@ class NativePartSearch:
         return [(cost, [(tuple(g), m) for g, m in stages]) for cost, stages in sols]
 
     def stage_of(self, groups: tuple[int, ...], merge: bool) -> Stage:
-        from .optimizer import stage_of
-
-        return stage_of(self.dag, groups, merge)
+        return self.dag.stage(groups, merge)

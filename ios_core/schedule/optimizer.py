@@ -128,11 +128,16 @@ class PartDAG:
                 left &= ~(1 << i)
         return chains
 
+    def stage(self, groups: tuple[int, ...], merge: bool) -> Stage:
+        """The stage of unit masks ``groups``: groups ordered by their lowest unit, units ascending
+        (the compiled core's parts use it too, so it lives with the DAG rather than the search)."""
+        names = [[self.nodes[i].name for i in bits(g)] for g in sorted(groups, key=lambda g: (g & -g))]
+        return Stage(names, merge=merge and popcount(groups[0]) > 1)
+
 
 def stage_of(dag: PartDAG, groups: tuple[int, ...], merge: bool) -> Stage:
-    """The stage of unit masks ``groups``: groups ordered by their lowest unit, units ascending."""
-    names = [[dag.nodes[i].name for i in bits(g)] for g in sorted(groups, key=lambda g: (g & -g))]
-    return Stage(names, merge=merge and popcount(groups[0]) > 1)
+    """The stage of unit masks ``groups`` (see :meth:`PartDAG.stage`)."""
+    return dag.stage(groups, merge)
 
 
 class _Entry(NamedTuple):

@@ -1,0 +1,72 @@
+"""``python -m harness.report --compare A B``: a baseline sweep against a candidate, job by job
+(as pytest-benchmark's compare): both medians with their CIs, the speed-up with its CI, and
+whether it is beyond the noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ConfigError
+from ..stats import quality_flags, ratio_ci, significant
+from .runs import Run, find_sweep, load_runs
+from .tables import Table, varying_keys
+
+COLS = ["baseline ms", "candidate ms", "speed-up", "verdict"]
+
+
+def _key(run: Run, keys: list[str]) -> str:
+    """What identifies a job across the two sweeps: the values of the keys either sweep varies
+    (what is fixed per sweep, such as the option being compared, is left out so jobs pair up)."""
+    return " ".join(f"{k.rsplit('.', 1)[-1]}={run.value(k)}" if k != "model" else run.value(k) for k in keys) \
+        or run.label
+
+
+def _keys(base: list[Run], cand: list[Run]) -> list[str]:
+    keys = list(dict.fromkeys(["model", *varying_keys(base), *varying_keys(cand)]))
+    return [k for k in keys if not k.startswith(("tracking.", "hydra"))]
+
+
+def compare(results_dir: str | Path, baseline: str, candidate: str) -> Table:
+    """The table of the jobs the two sweeps (ids or study names) share; a job in only one of them
+    is listed with ``missing`` on the other side."""
+    a, b = find_sweep(results_dir, baseline), find_sweep(results_dir, candidate)
+    if a["sweep_id"] == b["sweep_id"]:
+        raise ConfigError(f"--compare needs two different sweeps: both name {a['sweep_id']}")
+    base, cand = load_runs(results_dir, a), load_runs(results_dir, b)
+    keys = _keys(base, cand)
+    pairs: dict[str, list[Run | None]] = {}
+    for i, runs in enumerate((base, cand)):
+        for run in runs:
+            pairs.setdefault(_key(run, keys), [None, None])[i] = run
+    t = Table(f"{b['sweep_id']} (candidate) against {a['sweep_id']} (baseline): median latency", "job",
+              list(pairs), COLS, geomean=False)
+    for row, (ra, rb) in pairs.items():
+        _fill(t, row, ra, rb)
+    return t
+
+
+def _cell(t: Table, row: str, col: str, run: Run | None) -> float | None:
+    value = run.metric("latency_median_ms") if run else None
+    t.cells[(row, col)] = value if value is not None else (run.reason if run else "missing")
+    if value is not None and run is not None:
+        ci = run.metric("latency_ci_rel_halfwidth")
+        if ci is not None:
+            t.ci[(row, col)] = ci
+        t.flags[(row, col)] = quality_flags(run.record.get("tags") or {}, run.record.get("metrics") or {})
+    return value
+
+
+def _fill(t: Table, row: str, ra: Run | None, rb: Run | None) -> None:
+    va, vb = _cell(t, row, "baseline ms", ra), _cell(t, row, "candidate ms", rb)
+    if va is None or vb is None or vb <= 0:
+        t.cells[(row, "speed-up")] = t.cells[(row, "verdict")] = "-"
+        return
+    ratio = va / vb  # > 1: the candidate is faster
+    ci = ratio_ci(t.ci.get((row, "baseline ms")), t.ci.get((row, "candidate ms")))
+    t.cells[(row, "speed-up")] = f"{ratio:.3f}x" + (f" ±{100 * ci:.1f}%" if ci is not None else "")
+    noisy = "noisy" in t.flags.get((row, "baseline ms"), []) + t.flags.get((row, "candidate ms"), [])
+    if not significant(ratio, ci):
+        verdict = "same (within the CI)"
+    else:
+        verdict = f"{'faster' if ratio > 1 else 'slower'} ({100 * abs(ratio - 1):.1f}%)"
+    t.cells[(row, "verdict")] = verdict + (", noisy" if noisy else "")

@@ -1,0 +1,68 @@
+"""The packages import one way (issue 28): no module of harness, plugins, ios_core or the Hydra
+plugin shell imports, at module level or inside a function, a module that imports it back."""
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("harness", "plugins", "ios_core", "hydra_plugins")
+ALIASES = {"harness_plugins": "plugins"}  # the installed name of plugins/
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for path in (REPO / pkg).rglob("*.py"):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return mods
+
+
+def _imported(module: str, path: Path) -> set[str]:
+    """Every name ``module`` imports anywhere in its text, absolute, as dotted candidates."""
+    names = set()
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+            names.add(base)
+            names.update(f"{base}.{a.name}" for a in node.names)
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+
+    def resolve(name: str) -> str | None:
+        head, _, rest = name.partition(".")
+        name = ".".join(x for x in (ALIASES.get(head, head), rest) if x)
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for mod, path in mods.items():
+        targets = {resolve(n) for n in _imported(mod, path)}
+        # a module's own package (its __init__) is loaded first anyway: not an edge back
+        graph[mod] = {t for t in targets if t and t != mod and not mod.startswith(t + ".")}
+    return graph
+
+
+def test_the_walker_sees_imports_inside_functions_too():
+    graph = import_graph()
+    assert "harness.leases" in graph["harness.callbacks"]  # read_summary, imported inside a function
+    assert "harness.sweeps" in graph["harness.launcher"]
+
+
+def test_no_import_cycles():
+    try:
+        tuple(graphlib.TopologicalSorter(import_graph()).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
