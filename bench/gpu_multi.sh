@@ -3,7 +3,7 @@
 # the same sweep with the basic launcher on one GPU (each job measured alone), each from cold (its
 # own results dir: no IOS schedules or cost cache). Records stay under $OUT/<launcher>/records (no
 # MLflow there); bench/multi_gpu_table.py compares them.
-#   call (carry .whl):  OUT=dir DEADLINE=330 bash bench/gpu_multi.sh [overrides...]
+#   call (carry .whl):  OUT=dir DEADLINE=540 [ORDER="basic loadaware"] bash bench/gpu_multi.sh [overrides...]
 set -uo pipefail
 OUT=${OUT:-results/bench}
 DEADLINE=${DEADLINE:-330}
@@ -27,7 +27,13 @@ sweep() {  # name, time limit, extra args...
   tar czf "$OUT/records_$name.tgz" -C "$rd" records 2>/dev/null
   find "$rd" -name launcher.json -exec cp {} "$OUT/launcher_$name.json" \;
 }
-sweep loadaware 170 hydra/launcher=loadaware
-left=$(( DEADLINE - ($(date +%s) - start) ))
-[ "$left" -gt 40 ] || { echo "no time left for the basic sweep" | tee -a "$OUT/walls.txt"; exit 0; }
-CUDA_VISIBLE_DEVICES=0 sweep basic "$left" hydra/launcher=basic
+# ORDER: which sweeps, in order (2026-11-25: load-aware first, and the basic one, which takes about
+# twice as long, ran out of time; run the basic one first when the device time allows both, ~8 min)
+for name in ${ORDER:-basic loadaware}; do
+  left=$(( DEADLINE - ($(date +%s) - start) ))
+  [ "$left" -gt 40 ] || { echo "no time left for the $name sweep" | tee -a "$OUT/walls.txt"; break; }
+  case $name in
+    basic) CUDA_VISIBLE_DEVICES=0 sweep basic "$left" hydra/launcher=basic ;;
+    loadaware) sweep loadaware "$left" hydra/launcher=loadaware ;;
+  esac
+done

@@ -16,6 +16,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
+from harness_plugins.pytorch.layout import time_ms
 from ios_core.interpreters.torch import to_torch
 from ios_core.models import build_model
 from ios_core.passes import PASSES, apply_passes
@@ -23,7 +24,6 @@ from ios_core.runtime import ScheduledModel, TorchTarget
 from ios_core.runtime.kernels import KernelTable
 from ios_core.runtime.timer import kernel_timer
 from ios_core.schedule.schedule import greedy
-from plugins.pytorch.layout import time_ms
 
 CATEGORIES = [("layout", r"nchwtonhwc|nhwctonchw"), ("triton-template", r"^triton_tem"),
               ("triton-fused", r"^triton_"), ("pool", r"pool"), ("concat", r"cat"),

@@ -10,11 +10,11 @@ import tempfile
 import time
 
 import tvm
-from harness_plugins.tvm.frontend import make_target, to_relax
-from harness_plugins.tvm.tuning import PhaseTimes, make_builder
 from tvm.relax.backend.cuda.pipeline import legalize_passes
 from tvm.s_tir.meta_schedule.builder import BuilderInput
 
+from harness_plugins.tvm.frontend import make_target, to_relax
+from harness_plugins.tvm.tuning import PhaseTimes, make_builder
 from ios_core.models import build_model
 
 

@@ -63,6 +63,7 @@ class Prepared:
     display_name: str | None = None
     device_name: str = ""
     check_output: bool = True
+    notes: list[str] = field(default_factory=list)  # what the reader must know, first in the summary line
 
 
 class Backend(ABC, Generic[ConfigT]):
@@ -85,6 +86,12 @@ class Backend(ABC, Generic[ConfigT]):
     gpu_run: ClassVar[str] = ""
     #: the exact install for a user who has the library's source or vendor index (default: the extra)
     install: ClassVar[str] = ""
+    #: options whose value the variant's label already names (IOS-Both for ``schedule``): run names and
+    #: report columns leave them out
+    label_options: ClassVar[tuple[str, ...]] = ()
+    aliases: ClassVar[tuple[str, ...]] = ()  # older names still accepted for ``backend=``
+    #: MLflow sections for this backend's own metrics: section name -> metric name prefixes
+    metric_groups: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     @classmethod
     def missing(cls) -> list[str]:

@@ -124,16 +124,18 @@ def _register_launcher() -> None:
     Plugins.instance().register(LoadAwareLauncher)
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--debug" in argv:
-        argv.remove("--debug")
-        os.environ["HYDRA_FULL_ERROR"] = "1"
-        os.environ["HARNESS_DEBUG"] = "1"
-    from .plugins import ALIASES
+def _checked_argv(argv: list[str]) -> list[str]:
+    """The arguments with old backend names rewritten; a group value that is a path, or a results
+    folder that cannot be written, ends here in one line (exit 2) before Hydra writes anything."""
+    from .backend import BackendError
+    from .plugins import aliases
 
+    try:
+        old = aliases()
+    except BackendError:  # a plugin that cannot be loaded: said in one line later
+        old = {}
     # `backend=null` would reach Hydra as "no value": old names are rewritten to the new ones
-    argv = [f"backend={ALIASES[a.split('=', 1)[1]]}" if a.startswith("backend=") and a.split("=", 1)[1] in ALIASES
+    argv = [f"backend={old[a.split('=', 1)[1]]}" if a.startswith("backend=") and a.split("=", 1)[1] in old
             else a for a in argv]
     for arg in argv:  # a config group takes a plain name: never a path out of conf/
         key, _, value = arg.lstrip("+~").partition("=")
@@ -148,6 +150,16 @@ def main(argv: list[str] | None = None) -> None:
             except ConfigError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 sys.exit(2)
+    return argv
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--debug" in argv:
+        argv.remove("--debug")
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+        os.environ["HARNESS_DEBUG"] = "1"
+    argv = _checked_argv(argv)
     import hydra
 
     from .backend import BackendError

@@ -38,6 +38,16 @@ def conf_dir() -> Path:
     return PACKAGE_DIR.parent / "conf"
 
 
+def default_backend() -> str:
+    """The backend of a run that names none: conf/config.yaml's default (as the CLI composes it)."""
+    from omegaconf import OmegaConf
+
+    for entry in OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml")).get("defaults", []):  # type: ignore[union-attr]
+        if isinstance(entry, dict) and "backend" in entry:
+            return str(entry["backend"])
+    raise ConfigError("conf/config.yaml names no default backend (defaults: - backend: <name>)")
+
+
 class ConfigError(UserError, ValueError):
     """A config value is invalid; the message says which and what is allowed."""
 
@@ -153,6 +163,9 @@ class BackendConfig:
     values, so a backend holds a valid, typed config (``self.cfg.r``, not ``int(cfg["r"])``)."""
 
     name: str = MISSING
+    #: where a backend keeps what outlives a run (IOS schedules and cost cache, TVM tuning databases,
+    #: TensorRT engines, TASO's timer file); empty: the run's results folder (filled by the protocol)
+    store: str = ""
 
     def __post_init__(self) -> None:
         try:

@@ -18,7 +18,7 @@ same way. Extra modules can be named in the ``HARNESS_PLUGINS`` environment vari
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -40,3 +40,11 @@ def harness_backends() -> list[type[Backend]]:
     is missing.
     """
     raise NotImplementedError  # a specification: pluggy calls the plugins' implementations
+
+
+@hookspec
+def harness_report_tables(runs: list[Any], layout: Any) -> list[Any]:
+    """Tables a backend adds to a sweep's report (:class:`harness.report.tables.Table`), from the
+    sweep's runs (:class:`harness.report.runs.Run`) and the study's layout; an empty list when
+    none of the runs is this backend's. IOS adds the finalists its search timed in one process."""
+    raise NotImplementedError

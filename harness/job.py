@@ -23,9 +23,9 @@ from ios_core.models import build_model, check_params
 
 from . import faults, sweeps
 from .clocks import ClockLock, load_nvml, nvml_index
-from .config import BenchConfig, ClockLockMode, ConfigError, hydra_error_line, validate
+from .config import BenchConfig, ClockLockMode, ConfigError, default_backend, hydra_error_line, validate
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
-from .plugins import get_backend
+from .plugins import get_backend, label_options
 from .protocol import Measurement, measure
 from .record import Record, Status
 from .tracking import deliver, flatten, records_dir, save_record
@@ -54,7 +54,7 @@ def to_plain(cfg: Any) -> dict[str, Any]:
         if named:  # a preset by name is the CLI's way: one line saying how to ask for it from Python
             raise ConfigError(f"{', '.join(named)}: a config group in a dict takes its values, not a preset name; "
                               f"for presets use harness.run(overrides=[{', '.join(map(repr, named))}, ...])")
-        name = get_backend(cfg.get("backend", {}).get("name", "pytorch")).name  # aliases resolved
+        name = get_backend(cfg.get("backend", {}).get("name") or default_backend()).name  # aliases resolved
         cfg["backend"] = {**cfg.get("backend", {}), "name": name}
         get_backend(name).config_class.check_keys(cfg.get("backend", {}).keys(), name)
         cfg["backend"] = OmegaConf.merge(OmegaConf.structured(get_backend(name).config_class(name=name)),
@@ -163,53 +163,8 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         if earlier is not None:
             return earlier
     record = Record.new(plain, tracking, run_name)
-    runner = plain["runner"]
-    dev = plain["device"]
-    lock = None
-    if dev["lock_clocks"] != ClockLockMode.off.value:
-        nvml = load_nvml()
-        lock = ClockLock(nvml, nvml_index(nvml, int(dev["index"])), dev["clock"],
-                         required=dev["lock_clocks"] == ClockLockMode.required.value)
-    interrupted: Interrupted | None = None
-    try:
-        with _sigterm_raises():
-            target_mhz = 0.0
-            if lock is not None and lock.lock():
-                target_mhz = float(lock.locked_mhz or 0)
-                record.tags["clock_locked_mhz"] = str(lock.locked_mhz)
-            job = functools.partial(measure, clock_target_mhz=target_mhz)  # picklable for the spawned child
-            outcome = (run_isolated(job, plain, runner["timeout_s"]) if runner["isolate"]
-                       else run_inline(job, copy.deepcopy(plain)))  # measure fills in defaults
-    except (KeyboardInterrupt, Interrupted) as exc:
-        interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
-        outcome = Outcome(False, None, f"interrupted by {interrupted}")
-    except Exception as exc:  # clock lock required but refused, ...
-        outcome = Outcome(False, None, f"{type(exc).__name__}: {exc}")
-    finally:
-        if lock is not None:
-            lock.reset()
-    record.tags["clock_locked"] = str(bool(record.tags.get("clock_locked_mhz"))).lower()
-    status: Status
-    if outcome.ok:
-        res: Measurement | None = outcome.result
-        assert res is not None  # an ok outcome carries the child's result
-        status = "FINISHED"
-        record.run_name = variant_name(plain, label, res.device, sweep)
-        record.take(res)
-        label = res.display_name
-        line = summary_line(plain["model"]["name"], label, plain["batch"], res.metrics["optimization_cost_s"],
-                            res.metrics["latency_median_ms"])
-        record.notes = list(res.notes)
-        if res.metrics.get("search_reused") == 1.0:  # a saved schedule: its search cost was paid before
-            record.notes.insert(0, "schedule reused (backend.research=true searches again)")
-        line += "".join(f" | {note}" for note in record.notes)  # why it stopped early, noise, throttling
-    else:
-        status = "KILLED" if interrupted else "FAILED"
-        record.error, record.detail = outcome.error, outcome.detail
-        partial = interrupted.partial if interrupted is not None else None
-        if partial:  # what was measured before the interrupt is kept
-            record.take(partial)
-        line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
+    outcome, interrupted = _measure_locked(plain, record)
+    status, line, label = _take_outcome(record, plain, outcome, interrupted, label, sweep)
     waited = _lease_accounting(record)
     if waited >= 1.0:  # the optimization cost and the run's time include it
         note = f"waited {waited:.0f} s for the device or a CPU slot (load-aware launcher)"
@@ -234,6 +189,63 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         if outcome.ok:
             print(stats_line(record, tr["results_dir"]), flush=True)
     return record
+
+
+def _take_outcome(record: Record, plain: dict[str, Any], outcome: Outcome, interrupted: Interrupted | None,
+                  label: str, sweep: dict[str, str] | None) -> tuple[Status, str, str]:
+    """Put the measurement (or the error, and what an interrupted run measured) into the record;
+    returns its status, summary line and the variant's label."""
+    status: Status
+    if outcome.ok:
+        res: Measurement | None = outcome.result
+        assert res is not None  # an ok outcome carries the child's result
+        status = "FINISHED"
+        record.run_name = variant_name(plain, label, res.device, sweep)
+        record.take(res)
+        label = res.display_name
+        line = summary_line(plain["model"]["name"], label, plain["batch"], res.metrics["optimization_cost_s"],
+                            res.metrics["latency_median_ms"])
+        record.notes = list(res.notes)
+        line += "".join(f" | {note}" for note in record.notes)  # why it stopped early, noise, throttling
+    else:
+        status = "KILLED" if interrupted else "FAILED"
+        record.error, record.detail = outcome.error, outcome.detail
+        partial = interrupted.partial if interrupted is not None else None
+        if partial:  # what was measured before the interrupt is kept
+            record.take(partial)
+        line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
+    return status, line, label
+
+
+def _measure_locked(plain: dict[str, Any], record: Record) -> tuple[Outcome, Interrupted | None]:
+    """The measurement (in its child process unless ``runner.isolate=false``) with the GPU's clock
+    locked as asked and always reset; an interrupt or a refused lock becomes an outcome."""
+    runner, dev = plain["runner"], plain["device"]
+    lock = None
+    if dev["lock_clocks"] != ClockLockMode.off.value:
+        nvml = load_nvml()
+        lock = ClockLock(nvml, nvml_index(nvml, int(dev["index"])), dev["clock"],
+                         required=dev["lock_clocks"] == ClockLockMode.required.value)
+    interrupted: Interrupted | None = None
+    try:
+        with _sigterm_raises():
+            target_mhz = 0.0
+            if lock is not None and lock.lock():
+                target_mhz = float(lock.locked_mhz or 0)
+                record.tags["clock_locked_mhz"] = str(lock.locked_mhz)
+            job = functools.partial(measure, clock_target_mhz=target_mhz)  # picklable for the spawned child
+            outcome = (run_isolated(job, plain, runner["timeout_s"]) if runner["isolate"]
+                       else run_inline(job, copy.deepcopy(plain)))  # measure fills in defaults
+    except (KeyboardInterrupt, Interrupted) as exc:
+        interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        outcome = Outcome(False, None, f"interrupted by {interrupted}")
+    except Exception as exc:  # clock lock required but refused, ...
+        outcome = Outcome(False, None, f"{type(exc).__name__}: {exc}")
+    finally:
+        if lock is not None:
+            lock.reset()
+    record.tags["clock_locked"] = str(bool(record.tags.get("clock_locked_mhz"))).lower()
+    return outcome, interrupted
 
 
 def stats_line(record: Record, results_dir: str) -> str:
@@ -262,8 +274,9 @@ def _pct(key: str) -> float:
         return 0.0
 
 
-NAMED = ("model", "backend", "backend.schedule", "backend.mode", "backend.compile_mode", "batch", "precision",
-         "device", "device.type")
+#: overrides a run's name says already (model, label, batch, precision, device); each backend adds the
+#: options its label names (plugins.label_options)
+NAMED = ("model", "batch", "precision", "device", "device.type")
 
 
 def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str, Any] | None) -> str:
@@ -279,7 +292,7 @@ def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str
     extra = []
     for o in (sweep or {}).get("job_overrides", []):
         key, _, value = o.lstrip("+~").partition("=")
-        if key in swept and key not in NAMED:
+        if key in swept and key not in NAMED and key not in label_options():
             extra.append(f"{key.rsplit('.', 1)[-1]}={value}")
     return " ".join([name, *extra])
 

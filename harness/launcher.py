@@ -159,11 +159,27 @@ def _picklable(ret: Any) -> Any:
     return ret
 
 
+def _job_configs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[tuple[int, Any]]:
+    """Each job's composed config, numbered as Hydra's basic launcher numbers them."""
+    from hydra.core.utils import filter_overrides
+    from omegaconf import open_dict
+
+    configs = []
+    for i, overrides in enumerate(job_overrides):
+        idx = initial_job_idx + i
+        log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+        cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
+        with open_dict(cfg):
+            cfg.hydra.job.id = idx
+            cfg.hydra.job.num = idx
+        configs.append((idx, cfg))
+    return configs
+
+
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
     """Run the jobs at once under a lease broker; write the makespan and device use."""
     from hydra.core.singleton import Singleton
-    from hydra.core.utils import configure_log, filter_overrides, setup_globals
-    from omegaconf import open_dict
+    from hydra.core.utils import configure_log, setup_globals
 
     setup_globals()
     config, context = launcher.config, launcher.hydra_context
@@ -182,18 +198,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     for slot, gpu in enumerate(gpus):
         log.info(f"\tdevice {slot}: GPU {gpu['index'] if gpu['index'] is not None else gpu['given']}"
                  f"{' ' + gpu['name'] if gpu['name'] else ''}{' ' + gpu['uuid'] if gpu['uuid'] else ''}")
-    configs = []
-    for i, overrides in enumerate(job_overrides):
-        idx = initial_job_idx + i
-        log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
-        cfg = context.config_loader.load_sweep_config(config, list(overrides))
-        with open_dict(cfg):
-            cfg.hydra.job.id = idx
-            cfg.hydra.job.num = idx
-        configs.append((idx, cfg))
+    configs = _job_configs(launcher, job_overrides, initial_job_idx)
     state = {**Singleton.get_state(), "omegaconf_resolvers": {}}
-    env = {leases.ENV_ADDRESS: address, leases.ENV_THREADS: str(threads),
-           "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", str(threads))}
+    env = {leases.ENV_ADDRESS: address, leases.ENV_THREADS: str(threads)}
     results: list[Any] = []
     # with GPUs to choose from, each job gets a fresh worker: CUDA_VISIBLE_DEVICES counts only
     # before CUDA starts in a process, and runner.isolate=false measures in the worker itself

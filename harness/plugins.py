@@ -15,8 +15,6 @@ from .backend import Backend, BackendError
 from .hookspecs import PROJECT
 
 ENTRY_POINT_GROUP = "harness.backends"
-#: old names still accepted (``null`` reads as "no value" in YAML and Hydra overrides)
-ALIASES = {"null": "overhead"}
 
 
 @cache
@@ -66,8 +64,27 @@ def backends() -> dict[str, type[Backend]]:
     return dict(sorted(found.items()))
 
 
+def label_options() -> tuple[str, ...]:
+    """``backend`` and every ``backend.<option>`` that some backend's label already names."""
+    return ("backend", *sorted({f"backend.{o}" for cls in backends().values() for o in cls.label_options}))
+
+
+def metric_groups() -> dict[str, tuple[str, ...]]:
+    """The backends' own MLflow metric sections (name -> prefixes), merged."""
+    merged: dict[str, tuple[str, ...]] = {}
+    for cls in backends().values():
+        for group, prefixes in cls.metric_groups.items():
+            merged[group] = tuple(dict.fromkeys((*merged.get(group, ()), *prefixes)))
+    return merged
+
+
+def aliases() -> dict[str, str]:
+    """Older names of backends (each backend's ``aliases``) -> their names."""
+    return {alias: name for name, cls in backends().items() for alias in cls.aliases}
+
+
 def get_backend(name: str) -> type[Backend]:
-    name = ALIASES.get(name, name)
+    name = aliases().get(name, name)
     try:
         return backends()[name]
     except KeyError:

@@ -61,6 +61,28 @@ STOP_REASONS = {"ci": "the median's 95% CI reached its target", "time": "runner.
                 "iters": "runner.max_iters was reached", "interrupted": "the run was interrupted"}
 
 
+def _stopped() -> bool:
+    """The parent was interrupted: end now and report what was measured."""
+    from . import isolation
+
+    return isolation.STOP is not None and isolation.STOP.is_set()
+
+
+def _warmup(infer: Any, handle: Any, r: dict[str, Any]) -> None:
+    """At least ``warmup_iters`` inferences and ``warmup_time_s`` seconds (a bar past a few seconds)."""
+    from ios_core.progress import Progress
+
+    t_end = time.perf_counter() + r["warmup_time_s"]
+    i = 0
+    with Progress("warmup", r["warmup_time_s"], "s", interval=5.0) as bar:
+        t0 = time.perf_counter()
+        while (i < r["warmup_iters"] or time.perf_counter() < t_end) and not _stopped():
+            infer(handle)
+            i += 1
+            if i % 16 == 0:
+                bar.to(time.perf_counter() - t0, iterations=i)
+
+
 def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[float], list[float], str]:
     """Warmup, then timed iterations; returns host ms, event ms, start stamps and why it stopped
     (a key of STOP_REASONS). Long phases show a live line (a status line when not on a terminal).
@@ -72,19 +94,7 @@ def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[flo
             return prep.to_numpy(_infer(prep.load_input(x)))
     from ios_core.progress import Progress
 
-    from . import isolation
-
-    def stopped() -> bool:  # the parent was interrupted: end now and report what was measured
-        return isolation.STOP is not None and isolation.STOP.is_set()
-    t_end = time.perf_counter() + r["warmup_time_s"]
-    i = 0
-    with Progress("warmup", r["warmup_time_s"], "s", interval=5.0) as bar:
-        t0 = time.perf_counter()
-        while (i < r["warmup_iters"] or time.perf_counter() < t_end) and not stopped():
-            infer(handle)
-            i += 1
-            if i % 16 == 0:
-                bar.to(time.perf_counter() - t0, iterations=i)
+    _warmup(infer, handle, r)
     sync()
     events = None
     if prep.cuda_stream is not None:
@@ -109,8 +119,8 @@ def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[flo
         if events is not None:
             gpu.append(events[0].elapsed_time(events[1]))
         n, elapsed = len(host), time.perf_counter() - start
-        if n >= r["max_iters"] or elapsed >= r["max_time_s"] or stopped():
-            reason = "interrupted" if stopped() else ("iters" if n >= r["max_iters"] else "time")
+        if n >= r["max_iters"] or elapsed >= r["max_time_s"] or _stopped():
+            reason = "interrupted" if _stopped() else ("iters" if n >= r["max_iters"] else "time")
             if reason != "interrupted" and n >= r["min_iters"] and \
                     ci_rel_halfwidth(np.array(host)) <= r["ci_rel_target"]:
                 reason = "ci"  # the cap came, but the CI target was met by then
@@ -197,7 +207,7 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> Measurement:
         _check_output(cfg, p, metrics)
     nvml = load_nvml() if p.device == "cuda" else None
     host, gpu, reason = _time(cfg, p, nvml, clock_target_mhz, metrics)
-    notes = notes_on(metrics, reason, r)
+    notes = [*p.prep.notes, *notes_on(metrics, reason, r)]
     _prediction_errors(metrics)
     artifacts = dict(p.prep.artifacts)
     label = p.prep.display_name or p.backend.label()

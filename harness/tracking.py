@@ -28,8 +28,7 @@ MAX_PARAM_LEN = 6000
 KEY_METRICS = ("latency_median_ms", "latency_p90_ms", "latency_p99_ms", "throughput_ips",
                "optimization_cost_s", "speedup_vs_baseline")
 METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
-                 ("schedule", ("search_", "predicted_", "prediction_", "critical_path", "sum_of_ops", "num_stages",
-                               "max_groups", "profiled_stage")),
+                 ("schedule", ("predicted_", "prediction_")),  # a backend's predictions (protocol.prediction_error)
                  ("profile", ("trace_", "op_profile_")),
                  ("launcher", ("launcher_",)),
                  ("device", ("sm_clock", "temperature", "throttle", "clock_")))
@@ -44,7 +43,10 @@ def mlflow_metric_key(name: str) -> str:
     search counters ``schedule/...``, the rest of the run's facts ``run/...``."""
     if name in KEY_METRICS:
         return name
-    group = next((g for g, prefixes in METRIC_GROUPS if name.startswith(prefixes)), "run")
+    from .plugins import metric_groups  # each backend names the sections of its own metrics
+
+    groups = (*METRIC_GROUPS, *metric_groups().items())
+    group = next((g for g, prefixes in groups if name.startswith(prefixes)), "run")
     return f"{group}/{name}"
 
 

@@ -3,6 +3,7 @@ plugin shell imports, at module level or inside a function, a module that import
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,38 @@ def test_no_import_cycles():
         tuple(graphlib.TopologicalSorter(import_graph()).static_order())
     except graphlib.CycleError as exc:
         pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+def test_no_plugin_name_or_option_in_the_harness():
+    """The harness knows backends only through the plugin contract: no backend's name and no
+    option of one backend's config (``backend.schedule``) appears as a string in harness/ code
+    (docstrings and comments may mention them)."""
+    from dataclasses import fields
+
+    from harness.config import BackendConfig
+    from harness.plugins import aliases, backends
+
+    names = {*backends(), *aliases()}
+    common = {f.name for f in fields(BackendConfig)}
+    options = {f.name for cls in backends().values() for f in fields(cls.config_class)} - common
+    found = []
+    for path in sorted((REPO / "harness").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                text = node.value
+                hits = {w for w in re.findall(r"[A-Za-z_]+", text) if w in names and text.strip() == w}
+                hits |= {f"backend.{o}" for o in re.findall(r"backend\.(\w+)", text) if o in options}
+                found += [f"{path.relative_to(REPO)}:{node.lineno}: {h!r}" for h in sorted(hits)]
+    assert not found, "plugin names or options in harness/:\n" + "\n".join(found)

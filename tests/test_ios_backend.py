@@ -50,6 +50,8 @@ def test_measured_search_with_profile_and_cache(bench_cfg, tmp_path):
     assert {"dp", "greedy", "sequential"} <= set(selection[0]["timings_ms"])
     second = run(cfg, quiet=True)  # the saved schedule is reused: no search at all
     assert second.metrics["search_reused"] == 1 and "search_states" not in second.metrics
+    assert second.notes[0] == "schedule reused (backend.research=true searches again)"  # the plugin says so
+    assert not any(n.startswith("schedule reused") for n in first.notes or [])
     assert second.artifacts["schedule.json"] == first.artifacts["schedule.json"]
     cfg["backend"]["research"] = True  # searched again: every stage comes from the cost cache
     third = run(cfg, quiet=True)

@@ -174,7 +174,7 @@ def test_defaults_give_each_cpu_slot_a_share_of_the_cores(monkeypatch):
     """CPU phases are multi-threaded (tuning builds, compilers): by default one slot per device
     plus one, and a job's thread pools take its slot's share (every core outside the launcher)."""
     from harness.launcher import resolve
-    from plugins.tvm.tuning import make_builder
+    from harness_plugins.tvm.tuning import make_builder
 
     assert resolve(2, 0, 0) == (2, min(3, leases.cores()), min(3, leases.cores()) + 2)
     assert resolve(1, 4, 0) == (1, 4, 5) and resolve(1, 4, 2) == (1, 4, 2)

@@ -85,10 +85,10 @@ def test_a_backend_holds_its_typed_config():
     """Backends read ``self.cfg.r``, not ``int(cfg["r"])``: the composed mapping becomes the
     backend's dataclass, its values checked once, closed choices with one message."""
     from harness.config import ConfigError
-    from plugins.ios.config import IosConfig
-    from plugins.pytorch.backend import Mode, PyTorchBackend, PyTorchConfig
-    from plugins.tvm.backend import AutoTvmBackend
-    from plugins.tvm.config import AutoTvmConfig
+    from harness_plugins.ios.config import IosConfig
+    from harness_plugins.pytorch.backend import Mode, PyTorchBackend, PyTorchConfig
+    from harness_plugins.tvm.backend import AutoTvmBackend
+    from harness_plugins.tvm.config import AutoTvmConfig
 
     b = PyTorchBackend({"name": "pytorch", "mode": "cudagraph", "compile_mode": "default", "channels_last": False})
     assert isinstance(b.cfg, PyTorchConfig) and b.cfg.mode is Mode.cudagraph and b.label() == "PyTorch-CUDAGraph"

@@ -14,9 +14,9 @@ import harness
 from harness.backend import BackendError
 from harness.config import ConfigError
 from harness.job import compose
+from harness_plugins.pytorch.backend import PyTorchBackend, PyTorchConfig, faster_layout
+from harness_plugins.pytorch.deadline import Deadline
 from ios_core.models import build_model
-from plugins.pytorch.backend import PyTorchBackend, PyTorchConfig, faster_layout
-from plugins.pytorch.deadline import Deadline
 
 
 @pytest.mark.parametrize("value", ["auto", "true", "false", "True", "False", True, False])

@@ -11,7 +11,8 @@ import pytest
 
 from harness.config import ConfigError
 from harness.report import Run, build_report
-from harness.report.tables import LAYOUTS, build_tables, launcher_table, same_run_table
+from harness.report.tables import LAYOUTS, build_tables, launcher_table
+from harness_plugins.ios.report import same_run_table
 
 REPO = Path(__file__).resolve().parent.parent
 PRESETS = ["schedules", "frameworks", "utilization", "specialization", "prune", "batchsize", "autotvm", "kernels"]

@@ -18,15 +18,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 from harness.backend import BackendError, MissingDependency
 from harness.config import ConfigError
+from harness_plugins.taso import TasoBackend, TasoConfig
+from harness_plugins.taso.convert import convert
+from harness_plugins.taso.export import repair
+from harness_plugins.taso.padding import SAME, VALID, same_pad
 from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import activation, conv2d, pool2d, reference_forward
 from ios_core.ir import Graph, GraphBuilder, Node, Sequential, Value
 from ios_core.ir.nodes import Flatten, Linear, Pool
 from ios_core.models import MODELS, build_model
-from plugins.taso import TasoBackend, TasoConfig
-from plugins.taso.convert import convert
-from plugins.taso.export import repair
-from plugins.taso.padding import SAME, VALID, same_pad
 
 from .helpers import SMALL, rel_err
 
@@ -364,7 +364,7 @@ def test_missing_taso_is_one_line(monkeypatch):
 
 
 def test_taso_home_is_checked(monkeypatch, tmp_path):
-    from plugins.taso.backend import taso_home_problem
+    from harness_plugins.taso.backend import taso_home_problem
     monkeypatch.delenv("TASO_HOME", raising=False)
     assert "TASO_HOME is not set" in taso_home_problem()
     monkeypatch.setenv("TASO_HOME", str(tmp_path))
@@ -456,7 +456,7 @@ def fake_taso_module(optimized: list) -> types.ModuleType:
 @pytest.mark.parametrize("optimize", [True, False])
 def test_prepare_end_to_end_with_a_fake_taso(monkeypatch, tmp_path, optimize):
     pytest.importorskip("onnxruntime")
-    from plugins.taso import backend as taso_backend
+    from harness_plugins.taso import backend as taso_backend
     calls: list = []
     monkeypatch.setitem(sys.modules, "taso", fake_taso_module(calls))
     monkeypatch.setattr(taso_backend, "PROVIDER", "CPUExecutionProvider")
@@ -482,7 +482,7 @@ def test_prepare_end_to_end_with_a_fake_taso(monkeypatch, tmp_path, optimize):
 
 
 def test_graphs_beyond_tasos_operator_list_are_refused(monkeypatch, tmp_path):
-    from plugins.taso import backend as taso_backend
+    from harness_plugins.taso import backend as taso_backend
     monkeypatch.setitem(sys.modules, "taso", fake_taso_module([]))
     monkeypatch.setattr(taso_backend, "OP_LIST_LIMIT", 20)
     monkeypatch.setenv("TASO_HOME", str(tmp_path))

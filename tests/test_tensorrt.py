@@ -11,19 +11,19 @@ import numpy as np
 import onnx
 import pytest
 
-import plugins.tensorrt as trt_plugin
+import harness_plugins.tensorrt as trt_plugin
 from harness.backend import BackendError, MissingDependency
 from harness.config import ConfigError
 from harness.job import run
 from harness.protocol import TOLERANCE
+from harness_plugins.tensorrt.backend import TensorRTBackend, load_tensorrt
+from harness_plugins.tensorrt.builder import build_engine, cached_or_built, engine_path, onnx_for_tensorrt
+from harness_plugins.tensorrt.config import TensorRTConfig
+from harness_plugins.tensorrt.plan import apply, describe, network_flags
+from harness_plugins.tensorrt.runtime import AfterTiming, Execution, layer_table
 from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import reference_forward
 from ios_core.models import MODELS, build_model
-from plugins.tensorrt.backend import TensorRTBackend, load_tensorrt
-from plugins.tensorrt.builder import build_engine, cached_or_built, engine_path, onnx_for_tensorrt
-from plugins.tensorrt.config import TensorRTConfig
-from plugins.tensorrt.plan import apply, describe, network_flags
-from plugins.tensorrt.runtime import AfterTiming, Execution, layer_table
 
 from .helpers import SMALL, rel_err
 
@@ -417,7 +417,7 @@ def test_the_layer_profile_runs_only_when_the_runner_copies_the_artifacts():
 
 @pytest.fixture
 def registered(monkeypatch):
-    """The backend registered as the entry point will register it (tests import ``plugins.tensorrt``)."""
+    """The backend registered as the entry point will register it (tests import ``harness_plugins.tensorrt``)."""
     from harness import plugins as hp
 
     pm = hp.plugin_manager.__wrapped__()

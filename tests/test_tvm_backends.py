@@ -53,7 +53,6 @@ def test_tvm_full_size_end_to_end(bench_cfg):
 def test_cudnn_partitioning_offloads_every_conv(model):
     from harness_plugins.tvm.cudnn import partition
     from harness_plugins.tvm.frontend import to_relax
-
     from ios_core.onnx import export_onnx
     g = build_model(model, **SMALL[model])
     _, offloaded, total = partition(to_relax(g, 1, "fp32"))
@@ -108,9 +107,10 @@ def fake_cudnn():
 
 @pytest.mark.parametrize("model", ["sample", "inception_v3", "squeezenet"])
 def test_tvm_cudnn_lowering_computes_the_model(model, fake_cudnn):
+    from tvm import relax
+
     from harness_plugins.tvm import cudnn
     from harness_plugins.tvm.frontend import to_relax
-    from tvm import relax
 
     g = build_model(model, **SMALL[model])
     mod = to_relax(g, 2, "fp32")
@@ -216,8 +216,9 @@ def test_tvm_refuses_bf16(bench_cfg):
 
 def test_tuning_phases_are_separate_objects():
     """The build phase and the measuring phase are built apart, so they can run apart."""
-    from harness_plugins.tvm.tuning import PhaseTimes, make_builder, make_runner
     from tvm.s_tir import meta_schedule as ms
+
+    from harness_plugins.tvm.tuning import PhaseTimes, make_builder, make_runner
     phases = PhaseTimes()
     assert isinstance(make_builder("/tmp", phases), ms.builder.Builder)
     assert isinstance(make_runner("inprocess", phases), ms.runner.Runner)

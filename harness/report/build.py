@@ -27,7 +27,6 @@ from .tables import (
     key_name,
     launcher_table,
     op_table,
-    same_run_table,
     separate_sweeps,
 )
 
@@ -100,8 +99,10 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     folder = Path(out_dir) if out_dir else Path(results_dir) / "reports" / f"{study or 'sweep'}-{ids}"
     folder.mkdir(parents=True, exist_ok=True)
     tables = build_tables(runs, layout, baseline) if runs else []
-    extra = (same_run_table(runs, layout), op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))),
-             gpu_table(runs))
+    from ..plugins import plugin_manager
+
+    extra = [t for tables in plugin_manager().hook.harness_report_tables(runs=runs, layout=layout) for t in tables]
+    extra += [op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))), gpu_table(runs)]
     tables += [t for t in extra if t is not None]
     md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
           f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "

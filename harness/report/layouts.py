@@ -4,6 +4,7 @@ by the sweep lookup (a study whose report combines all its sweeps)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,18 +20,22 @@ class Layout:
     combine: bool = False  # the report of the study covers all its sweeps (one per machine), not the newest
 
 
-LAYOUTS = {
-    "schedules": Layout(),
-    "frameworks": Layout(),
-    "autotvm": Layout(),
-    "utilization": Layout(),
-    "specialization": Layout(rows="backend.opt_batch", cols="batch", plot="heatmap", per="model"),
-    "prune": Layout(plot="scatter", also=("cost",)),
-    "batchsize": Layout(rows="batch", metric="throughput", plot="lines"),
-    "kernels": Layout(rows="batch", plot="lines", per="model,precision"),
-    "devices": Layout(rows="param:schedule_made_on", cols="tag:backend_device", plot="heatmap", per="model",
-                      combine=True),
-}
+def _load() -> dict[str, Layout]:
+    """The studies' layouts from conf/report_layouts.yaml: data beside the study presets, so that a
+    study built on one backend's option (specialization: ``backend.opt_batch``) keeps it out of the code."""
+    from omegaconf import OmegaConf
+
+    from ..config import conf_dir
+
+    raw: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(conf_dir() / "report_layouts.yaml"))  # type: ignore[assignment]
+    out = {}
+    for study, spec in (raw or {}).items():
+        kwargs: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in (spec or {}).items()}
+        out[study] = Layout(**kwargs)
+    return out
+
+
+LAYOUTS = _load()
 
 #: how a table or plot names a key that is not a config key
 KEY_NAMES = {"param:schedule_made_on": "schedule made on", "tag:backend_device": "GPU"}

@@ -81,7 +81,10 @@ def scatter(runs: list[Run], layout: Layout) -> tuple[bytes, str]:
             if cost is None or lat is None:
                 continue
             ax.scatter([cost], [lat])
-            ax.annotate(column(run, runs, layout).replace("IOS-Both ", ""), (cost, lat), fontsize=8,
+            name = column(run, runs, layout)
+            if len({r.label for r in group}) == 1:  # one variant's options apart: the label says nothing
+                name = name.removeprefix(run.label).strip() or name
+            ax.annotate(name, (cost, lat), fontsize=8,
                         textcoords="offset points", xytext=(4, 4))
         ax.set_xlabel("optimization cost (s)")
         ax.set_ylabel("median latency (ms)")

@@ -12,9 +12,6 @@ from .. import sweeps
 from ..config import ConfigError
 from .layouts import LAYOUTS
 
-#: overrides whose effect the variant's label already names (IOS-Both, PyTorch-CUDAGraph, ...)
-IN_LABEL = ("backend", "backend.schedule", "backend.mode", "backend.compile_mode")
-
 
 @dataclass
 class Run:

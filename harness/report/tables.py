@@ -12,10 +12,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..plugins import label_options
 from ..stats import quality_flags, ratio_ci, significant
 from ..sweeps import normal_baseline
 from .layouts import KEY_NAMES, LAYOUTS, METRICS, Layout, key_name  # noqa: F401  (the report's names)
-from .runs import IN_LABEL, Run
+from .runs import Run
 
 Cell = float | str  # a number, or the reason there is none
 
@@ -98,7 +99,7 @@ def varying_keys(runs: list[Run]) -> list[str]:
 
 def variant(run: Run, runs: list[Run], layout: Layout) -> str:
     """A column's name: the run's label plus the options that tell it apart and the label does not name."""
-    skip = {*IN_LABEL, "model", layout.rows, layout.cols, *per_keys(layout)}
+    skip = {*label_options(), "model", layout.rows, layout.cols, *per_keys(layout)}
     extra = [f"{k.rsplit('.', 1)[-1]}={run.value(k)}" for k in varying_keys(runs) if k not in skip]
     return " ".join([run.label, *extra])
 
@@ -246,33 +247,6 @@ def op_table(runs: list[Run], layout: Layout) -> Table | None:
         for r in rows:
             a, b = t.cells.get((r, names[0])), t.cells.get((r, names[1]))
             t.cells[(r, "ratio")] = b / a if isinstance(a, float) and isinstance(b, float) and a > 0 else "-"
-    return t
-
-
-SAME_RUN = ("selected", "dp", "greedy", "sequential")
-
-
-def same_run_table(runs: list[Run], layout: Layout) -> Table | None:
-    """IOS runs whose search timed its finalists back to back in one process: the schedule kept and
-    the speed-up over Greedy and Sequential measured there. Separate jobs run in separate processes,
-    whose latencies differ by a few percent for the same schedule, so these are the fair ratios."""
-    timed = [(r, found) for r in runs
-             if len(found := {k: v for k in SAME_RUN if (v := r.metric(f"search_whole_{k}_ms"))}) == len(SAME_RUN)]
-    if not timed:
-        return None
-    cols = ["kept", "Greedy", "Sequential", "kept vs Greedy", "kept vs Sequential"]
-    t = Table("IOS finalists timed back to back in the same process during the search (ms)", "run", [], cols,
-              geomean=False)
-    for run, ms in timed:
-        opt = run.value("backend.opt_batch")  # 0 or absent: searched at the batch it runs at
-        searched_at = opt if opt not in ("", "0") else run.value("batch")
-        name = f"{run.value('model')} {variant(run, runs, Layout(cols='batch', per='backend.opt_batch'))}"
-        name += f" (searched at bs{searched_at})" if len({r.value('batch') for r in runs}) > 1 else ""
-        kept = run.metric("predicted_insitu_ms") or min(ms.values())  # the finalist the search kept
-        t.rows.append(name)
-        t.cells.update({(name, "kept"): kept, (name, "Greedy"): ms["greedy"], (name, "Sequential"): ms["sequential"],
-                        (name, "kept vs Greedy"): f"{ms['greedy'] / kept:.2f}x",
-                        (name, "kept vs Sequential"): f"{ms['sequential'] / kept:.2f}x"})
     return t
 
 

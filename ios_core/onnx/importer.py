@@ -175,6 +175,8 @@ class _Importer:
         conv = self.producer.get(n.input[0])
         if not isinstance(conv, Conv) or conv.act != "identity" or not self.sole_consumer(n.input[0]):
             raise self.error(n, "BatchNormalization is supported only right after a Conv it can fold into")
+        if conv.weight is None or conv.bias is None:  # a Conv built without its initializers
+            raise self.error(n, "BatchNormalization follows a Conv whose weight or bias is not a constant")
         gamma, beta, mean, var = (self.required(n, i).astype(np.float64) for i in range(1, 5))
         scale = gamma / np.sqrt(var + float(a.get("epsilon", 1e-5)))
         conv.weight = (conv.weight * scale[:, None, None, None]).astype(np.float32)

@@ -11,4 +11,12 @@ def harness_backends():
     return [IosBackend]
 
 
+@hookimpl
+def harness_report_tables(runs, layout):
+    from .report import same_run_table
+
+    table = same_run_table(runs, layout)
+    return [table] if table is not None else []
+
+
 __all__ = ["IosBackend", "IosConfig"]

@@ -39,6 +39,9 @@ class IosBackend(Backend[IosConfig]):
     requires = ("torch",)
     extra = ""
     gpu_run = "H100 80GB HBM3, 2026-11-25"
+    label_options = ("schedule",)
+    metric_groups = {"schedule": ("search_", "critical_path", "sum_of_ops", "num_stages", "max_groups",
+                                  "profiled_stage")}
     shows_progress = True  # the search's own progress lines
 
     def label(self) -> str:
@@ -204,20 +207,7 @@ class IosBackend(Backend[IosConfig]):
         elif foreign is not None:
             sched = self._load(str(foreign), graph, "backend.schedule_device")
         else:
-            algo = cfg.schedule
-            if algo == "sequential":
-                sched = sequential(graph)
-            elif algo == "greedy":
-                sched = greedy(graph, cfg.greedy_streams)
-            elif path.is_file() and not cfg.research:
-                sched = self._load(str(path), graph, "saved schedule (set backend.research=true to search again)")
-                metrics["search_reused"] = 1.0
-                for k in ("predicted_ms", "insitu_ms"):
-                    if k in sched.stats:
-                        metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
-            else:
-                sched = self.search(target, searched, metrics)
-                metrics["search_reused"] = 0.0
+            sched = self._own_schedule(graph, path, target, searched, metrics)
             sched.batch, sched.device, sched.precision = searched.batch, device_name, precision
         kernels.choices.update({k: v for k, v in sched.stats.get("kernels", {}).items() if k not in kernels.choices})
         if cfg.bounds:  # under the configured cost model, so comparable with predicted_ms
@@ -236,13 +226,49 @@ class IosBackend(Backend[IosConfig]):
         else:
             sched.to_json(path)
         metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()), **kernels.counts())
+        artifacts = self._artifacts(sched, kernels, model, graph, batch, precision, metrics)
+        return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
+                        cuda_stream=target.stream, device_name=device_name, display_name=self.label(),
+                        artifacts=artifacts, metrics=metrics,
+                        # a saved schedule: its search cost was paid before
+                        notes=["schedule reused (backend.research=true searches again)"]
+                        if metrics.get("search_reused") == 1.0 else [],
+                        params={"schedule_path": str(path), "schedule_made_on": sched.device or device_name,
+                                "schedule_batch": sched.batch or searched.batch, "runtime_mode": model.mode,
+                                "captured": model.captured, "layout": layout_name(channels_last),
+                                "layout_chosen_by": layout_how, "passes": ",".join(passes) or "none",
+                                "ios_final": sched.stats.get("selection", {}).get("final", "")})
+
+    def _own_schedule(self, graph: Graph, path: Path, target: TorchTarget, searched: Workload,
+                      metrics: dict[str, float]) -> Schedule:
+        """The schedule ``backend.schedule`` asks for: a baseline, the one this search saved before
+        (unless ``backend.research``), or a new search."""
+        cfg = self.cfg
+        if cfg.schedule == "sequential":
+            return sequential(graph)
+        if cfg.schedule == "greedy":
+            return greedy(graph, cfg.greedy_streams)
+        if path.is_file() and not cfg.research:
+            sched = self._load(str(path), graph, "saved schedule (set backend.research=true to search again)")
+            metrics["search_reused"] = 1.0
+            for k in ("predicted_ms", "insitu_ms"):
+                if k in sched.stats:
+                    metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
+            return sched
+        sched = self.search(target, searched, metrics)
+        metrics["search_reused"] = 0.0
+        return sched
+
+    def _artifacts(self, sched: Schedule, kernels: KernelTable, model: ScheduledModel, graph: Graph, batch: int,
+                   precision: str, metrics: dict[str, float]) -> dict[str, str]:
+        """The schedule, its selection and kernel choices, and with ``backend.profile`` the stage timeline."""
         artifacts = {"schedule.json": sched.to_json()}
         if "parts" in sched.stats.get("selection", {}):
             artifacts["selection.json"] = json.dumps(sched.stats["selection"], indent=1)
         if kernels.timings or kernels.failed:
             artifacts["kernel_choice.json"] = json.dumps({"ms": kernels.timings, "failed": kernels.failed}, indent=1)
         metrics["kernel_failed"] = float(len(kernels.failed))
-        if cfg.profile:
+        if self.cfg.profile:
             from ios_core.runtime.profile import profile, profile_json, timeline_svg
 
             per_stage, spans = profile(model, seeded_input(graph, batch, 0))
@@ -251,14 +277,7 @@ class IosBackend(Backend[IosConfig]):
             if svg:
                 artifacts["timeline.svg"] = svg
             metrics["profiled_stage_sum_ms"] = float(np.sum(per_stage))
-        return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
-                        cuda_stream=target.stream, device_name=device_name, display_name=self.label(),
-                        artifacts=artifacts, metrics=metrics,
-                        params={"schedule_path": str(path), "schedule_made_on": sched.device or device_name,
-                                "schedule_batch": sched.batch or searched.batch, "runtime_mode": model.mode,
-                                "captured": model.captured, "layout": layout_name(channels_last),
-                                "layout_chosen_by": layout_how, "passes": ",".join(passes) or "none",
-                                "ios_final": sched.stats.get("selection", {}).get("final", "")})
+        return artifacts
 
     def foreign_schedule(self, path: Path, device_name: str) -> Path | None:
         """The schedule saved by the same search on the GPU ``backend.schedule_device`` names

@@ -49,7 +49,6 @@ class IosConfig(BackendConfig):
     number: int = 5  # copies per captured graph (each after an L2 flush),
     repeat: int = 3  # and replays; the median of number x repeat samples
     cold: bool = True  # flush L2 before each timed copy, as weights arrive in a model larger than L2
-    store: str = ""  # where schedules and the cost cache live; default <repo>/results
     progress: bool = True
 
     def check(self) -> None:

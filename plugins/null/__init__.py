@@ -32,6 +32,7 @@ class NullBackend(Backend[OverheadConfig]):
     config_class = OverheadConfig
     devices = ("cpu", "cuda")
     gpu_run = "n/a: no device work"
+    aliases = ("null",)  # its first name, which reads as "no value" in YAML and Hydra overrides
 
     def prepare(self, graph, batch, device, precision) -> Prepared:
         time.sleep(self.cfg.cpu_s)

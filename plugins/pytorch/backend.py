@@ -29,6 +29,7 @@ class PyTorchBackend(Backend[PyTorchConfig]):
     requires = ("torch",)
     extra = ""
     gpu_run = "H100 80GB HBM3, 2026-11-25"
+    label_options = ("mode", "compile_mode")
 
     def label(self) -> str:
         mode = self.cfg.mode.value

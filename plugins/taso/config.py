@@ -13,7 +13,6 @@ class TasoConfig(BackendConfig):
     alpha: float = 1.05  # TASO's relaxation: candidates up to alpha x the best cost stay in the search
     budget: int = 1000  # search iterations (the IOS paper used 1000, and 8 for NASNet to fit in memory)
     optimize: bool = True  # False: run the graph as converted (the paper's TASO-SEQ)
-    store: str = ""  # root of results/: TASO's optimizer writes its timer.txt under <store>/taso
 
     def check(self) -> None:
         if not self.alpha >= 1.0:  # also refuses NaN

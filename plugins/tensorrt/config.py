@@ -36,7 +36,6 @@ class TensorRTConfig(BackendConfig):
     batch_range: str = ""  # "": exact shapes for the run's batch; "1-128": one profile, opt at the run's batch
     layer_profile: bool = False  # a per-layer profile artifact, made after timing on its own execution context
     cache: bool = True  # reuse a serialized engine built before for the same model, settings, GPU and TensorRT
-    store: str = ""  # root of results/ (default: the run's)
 
     def check(self) -> None:
         if self.aux_streams < -1:

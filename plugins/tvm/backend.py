@@ -4,6 +4,7 @@ differ only in how the module is lowered (``lower``)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared, slug, store_dir
 from harness.environment import cpu_model
+from harness.leases import cpu_share
 from ios_core.ir import Graph
 from ios_core.workload import Workload
 
@@ -41,6 +43,9 @@ class TvmBackend(Backend[TvmConfig]):
             return tvm.compile(mod, target=target)
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+        share = cpu_share()
+        if share is not None:  # under the load-aware launcher: TVM's thread pool takes the job's CPU slot
+            os.environ.setdefault("TVM_NUM_THREADS", str(share))
         import tvm
         from tvm import relax
 

@@ -61,7 +61,6 @@ class AutoTvmConfig(TvmConfig):
     min_repeat_ms: int = 40
     database: str = ""  # tuning database folder; default results/tvm_tuning/<device>/<model>-<hash>-bs<b>-<prec>
     retune: bool = False  # tune again even where the database already holds `trials` records
-    store: str = ""  # root of results/ (default: the repository's)
     seed: int = 0
     progress: bool = True
 

@@ -157,8 +157,7 @@ def offload(mod, choose_algo: AlgoChooser = find_algo) -> tuple[Any, dict[str, i
             xs, ws = _shape(x), _shape(w)
             dtype = str(_info(x).dtype)
             ys = output_shape(spec, xs, ws)
-            bias_ok = bool(rest) and _shape(rest[0]) == [1, ws[0], 1, 1]
-            fuse = bias_ok
+            fuse = bool(rest) and _shape(rest[0]) == [1, ws[0], 1, 1]  # a per-channel bias joins the call
             algo = choose_algo(spec, xs, ws, ys, dtype)
             if fuse and not spec["relu"]:
                 algo = IMPLICIT_PRECOMP_GEMM  # cuDNN runs conv+bias without activation with this one only
