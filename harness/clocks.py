@@ -36,6 +36,11 @@ def load_nvml() -> Any | None:
         return None
 
 
+def nvml_text(value: str | bytes) -> str:
+    """An NVML string (older pynvml returns bytes)."""
+    return value if isinstance(value, str) else value.decode()
+
+
 def visible_gpus() -> list[str] | None:
     """The entries of ``CUDA_VISIBLE_DEVICES`` (indexes or UUIDs), or None when it is not set."""
     value = os.environ.get("CUDA_VISIBLE_DEVICES")

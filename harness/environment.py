@@ -7,7 +7,7 @@ import platform
 import subprocess
 from importlib import metadata
 
-from .clocks import nvml_index
+from .clocks import nvml_index, nvml_text
 from .config import PACKAGE_DIR
 
 
@@ -39,10 +39,6 @@ def git_state() -> dict[str, str]:
         return {"git_commit": "unknown", "git_dirty": "unknown"}
 
 
-def _text(value: str | bytes) -> str:
-    return value if isinstance(value, str) else value.decode()
-
-
 def gpu_info(nvml, index: int = 0) -> dict[str, str]:
     """The GPU that CUDA calls ``index`` here, as NVML sees it: name, UUID, NVML's index (which
     differs from CUDA's under ``CUDA_VISIBLE_DEVICES``, as each load-aware job runs), clocks."""
@@ -55,11 +51,11 @@ def gpu_info(nvml, index: int = 0) -> dict[str, str]:
         driver = nvml.nvmlSystemGetDriverVersion()
         info = {"gpu_index": str(nvml_idx)}
         try:
-            info["gpu_uuid"] = _text(nvml.nvmlDeviceGetUUID(h))
+            info["gpu_uuid"] = nvml_text(nvml.nvmlDeviceGetUUID(h))
         except Exception:  # an older NVML or a fake without it
             pass
-        return {**info, "gpu_name": _text(name),
-                "gpu_driver": _text(driver),
+        return {**info, "gpu_name": nvml_text(name),
+                "gpu_driver": nvml_text(driver),
                 "gpu_sm_clock_mhz": str(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
                 "gpu_max_sm_clock_mhz": str(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
                 "gpu_temperature_c": str(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU))}

@@ -289,10 +289,11 @@ def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str
     name = f"{model} {label} bs{plain['batch']} {plain['precision']} {device}"
     swept = {o.lstrip("+~").partition("=")[0] for o in str((sweep or {}).get("sweep_command", "")).split()
              if "=" in o and "," in o.partition("=")[2]} | set((sweep or {}).get("swept", []))  # what it varies
+    named = {*NAMED, *label_options()}
     extra = []
     for o in (sweep or {}).get("job_overrides", []):
         key, _, value = o.lstrip("+~").partition("=")
-        if key in swept and key not in NAMED and key not in label_options():
+        if key in swept and key not in named:
             extra.append(f"{key.rsplit('.', 1)[-1]}={value}")
     return " ".join([name, *extra])
 

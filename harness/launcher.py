@@ -50,11 +50,11 @@ def resolve(devices: int, cpu_workers: int, jobs: int, gpus: list[dict[str, Any]
 
 
 def _describe(nvml: Any, handle: Any, given: str) -> dict[str, Any]:
-    from .environment import _text
+    from .clocks import nvml_text
 
-    uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+    uuid = nvml_text(nvml.nvmlDeviceGetUUID(handle))
     return {"id": uuid, "index": int(nvml.nvmlDeviceGetIndex(handle)), "uuid": uuid,
-            "name": _text(nvml.nvmlDeviceGetName(handle)), "given": given}
+            "name": nvml_text(nvml.nvmlDeviceGetName(handle)), "given": given}
 
 
 def find_gpus(spec: Any, device_type: str, limit: int = 0, nvml: Any = None) -> list[dict[str, Any]]:

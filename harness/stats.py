@@ -93,6 +93,15 @@ def ratio_ci(ci_a: float | None, ci_b: float | None) -> float | None:
     return math.hypot(ci_a, ci_b)
 
 
+def judge_speedup(ratio: float, ci_a: float | None, ci_b: float | None, flags_a: list[str] | None,
+                  flags_b: list[str] | None) -> tuple[float | None, bool, bool]:
+    """A speed-up between two medians (relative CIs ``ci_a``, ``ci_b``; their :func:`quality_flags`):
+    (the ratio's CI, whether either side was noisy, whether it is beyond the CI). One rule for the
+    terminal table, the report and ``--compare``."""
+    ci = ratio_ci(ci_a, ci_b)
+    return ci, "noisy" in [*(flags_a or []), *(flags_b or [])], significant(ratio, ci)
+
+
 def significant(ratio: float, ci: float | None) -> bool:
     """Whether a speed-up ``ratio`` with relative CI half-width ``ci`` differs from 1 (no change)
     beyond its CI; unknown CIs count as significant (nothing says otherwise)."""

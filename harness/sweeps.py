@@ -28,7 +28,7 @@ from typing import Any
 
 from . import faults
 from .record import Record
-from .stats import quality_flags, ratio_ci, significant
+from .stats import judge_speedup, quality_flags
 from .tracking import records_dir, write_json
 from .tracking import store_of as tracking_store
 
@@ -242,13 +242,12 @@ def current_device(plain: dict[str, Any]) -> str:
 
     kind = resolve_device(plain["device"]["type"])
     if kind == "cuda":  # NVML first: no CUDA context in the sweep's own process
-        from .clocks import load_nvml, nvml_index
+        from .clocks import load_nvml, nvml_index, nvml_text
 
         nvml = load_nvml()
         if nvml is not None:
             index = nvml_index(nvml, int(plain["device"]["index"]))
-            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index))
-            return "cuda:" + (name if isinstance(name, str) else name.decode())
+            return "cuda:" + nvml_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index)))
         import torch
 
         return "cuda:" + torch.cuda.get_device_name(int(plain["device"]["index"]))
@@ -467,9 +466,8 @@ def _speedup_cell(e: dict[str, Any], base: dict[str, Any] | None) -> str:
     if not base or not lat or not base.get("latency_median_ms"):
         return "-"
     ratio = base["latency_median_ms"] / lat
-    shaky = not significant(ratio, ratio_ci(e.get("ci_rel"), base.get("ci_rel"))) or \
-        "noisy" in (e.get("flags") or []) + (base.get("flags") or [])
-    return f"{ratio:.2f}x" + ("?" if shaky and base is not e else "")
+    _, noisy, beyond = judge_speedup(ratio, e.get("ci_rel"), base.get("ci_rel"), e.get("flags"), base.get("flags"))
+    return f"{ratio:.2f}x" + ("?" if (noisy or not beyond) and base is not e else "")
 
 
 def _latency_cell(e: dict[str, Any]) -> str:
@@ -483,6 +481,7 @@ def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str |
     """One row per job: number, job (the values of the swept keys, see :func:`swept_keys`), status,
     latency with its CI, speed-up over the baseline, note (flags: noisy, capped; why a job failed)."""
     keys = swept_keys(entries)
+    several_gpus = bool(gpus_used(entries))
     rows = []
     for e in entries:
         base = _baseline_entry(e, entries, baseline) if baseline and e.get("status") == "FINISHED" else None
@@ -497,7 +496,7 @@ def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str |
         varying = [given[k] for k in keys if k in given]  # what tells the jobs apart
         rows.append([str(e.get("job_num", "")), " ".join(varying) or str(e.get("run_name")),
                      e.get("status", "?"), _latency_cell(e), _speedup_cell(e, base), note])
-        if gpus_used(entries):  # the load-aware launcher shared several GPUs out: which one measured it
+        if several_gpus:  # the load-aware launcher shared several GPUs out: which one measured it
             rows[-1].insert(3, str(e["gpu"]) if e.get("gpu") is not None else "-")
     return rows
 

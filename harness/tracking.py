@@ -34,19 +34,26 @@ METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
                  ("device", ("sm_clock", "temperature", "throttle", "clock_")))
 
 
-# MLflow 3 opens an experiment without this tag on its GenAI overview ("No data"); with it, on the runs table
+# Marks the experiment as model training (MLflow 3's kind tag). MLflow 3.17's UI still opens a bare
+# experiment link on its GenAI overview: the page printed after a sweep asks for the runs table itself
+# (sweeps.RUNS_PAGE)
 EXPERIMENT_KIND, CLASSIC = "mlflow.experimentKind", "custom_model_development"
 
 
-def mlflow_metric_key(name: str) -> str:
+def metric_sections() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The harness's metric sections and each backend's own (``Backend.metric_groups``)."""
+    from .plugins import metric_groups
+
+    return (*METRIC_GROUPS, *metric_groups().items())
+
+
+def mlflow_metric_key(name: str, sections: tuple[tuple[str, tuple[str, ...]], ...] | None = None) -> str:
     """``latency_median_ms`` stays; ``latency_std_ms`` becomes ``latency/latency_std_ms``, the
-    search counters ``schedule/...``, the rest of the run's facts ``run/...``."""
+    search counters ``schedule/...``, the rest of the run's facts ``run/...`` (``sections``: from
+    :func:`metric_sections`, passed in by callers that name many metrics)."""
     if name in KEY_METRICS:
         return name
-    from .plugins import metric_groups  # each backend names the sections of its own metrics
-
-    groups = (*METRIC_GROUPS, *metric_groups().items())
-    group = next((g for g, prefixes in groups if name.startswith(prefixes)), "run")
+    group = next((g for g, prefixes in sections or metric_sections() if name.startswith(prefixes)), "run")
     return f"{group}/{name}"
 
 
@@ -176,7 +183,8 @@ class Tracker:
         params.update({f"backend_out.{k}": str(v)[:MAX_PARAM_LEN] for k, v in record.params.items()})
         plist = [Param(k[:250], v) for k, v in params.items()]
         ts = _ms(record.created)
-        mlist = [Metric(mlflow_metric_key(k), float(v), ts, 0) for k, v in record.metrics.items()]
+        sections = metric_sections()
+        mlist = [Metric(mlflow_metric_key(k, sections), float(v), ts, 0) for k, v in record.metrics.items()]
         for i in range(0, len(plist), 100):
             self.client.log_batch(rid, params=plist[i:i + 100])
         faults.point("log.params")

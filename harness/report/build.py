@@ -87,11 +87,10 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     state = states[0]
     per_sweep = [load_runs(results_dir, s) for s in states]
     runs = [run for sweep_runs in per_sweep for run in sweep_runs]
-    if len(states) > 1:
-        separate_sweeps([(s["sweep_id"], group) for s, group in zip(states, per_sweep, strict=True)],
-                        LAYOUTS.get(state.get("study") or "", Layout()))
     study = state.get("study") or ""
     layout = LAYOUTS.get(study, Layout())
+    if len(states) > 1:
+        separate_sweeps([(s["sweep_id"], group) for s, group in zip(states, per_sweep, strict=True)], layout)
     if baseline is None:
         baseline = next((str(b) for r in runs if (b := r.record.get("config", {}).get("sweep", {}).get("baseline"))),
                         "")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ConfigError
-from ..stats import quality_flags, ratio_ci, significant
+from ..stats import judge_speedup
 from .runs import Run, find_sweep, load_runs
 from .tables import Table, varying_keys
 
@@ -49,10 +49,7 @@ def _cell(t: Table, row: str, col: str, run: Run | None) -> float | None:
     value = run.metric("latency_median_ms") if run else None
     t.cells[(row, col)] = value if value is not None else (run.reason if run else "missing")
     if value is not None and run is not None:
-        ci = run.metric("latency_ci_rel_halfwidth")
-        if ci is not None:
-            t.ci[(row, col)] = ci
-        t.flags[(row, col)] = quality_flags(run.record.get("tags") or {}, run.record.get("metrics") or {})
+        t.mark((row, col), run)
     return value
 
 
@@ -62,10 +59,10 @@ def _fill(t: Table, row: str, ra: Run | None, rb: Run | None) -> None:
         t.cells[(row, "speed-up")] = t.cells[(row, "verdict")] = "-"
         return
     ratio = va / vb  # > 1: the candidate is faster
-    ci = ratio_ci(t.ci.get((row, "baseline ms")), t.ci.get((row, "candidate ms")))
+    a, b = (row, "baseline ms"), (row, "candidate ms")
+    ci, noisy, beyond = judge_speedup(ratio, t.ci.get(a), t.ci.get(b), t.flags.get(a), t.flags.get(b))
     t.cells[(row, "speed-up")] = f"{ratio:.3f}x" + (f" ±{100 * ci:.1f}%" if ci is not None else "")
-    noisy = "noisy" in t.flags.get((row, "baseline ms"), []) + t.flags.get((row, "candidate ms"), [])
-    if not significant(ratio, ci):
+    if not beyond:
         verdict = "same (within the CI)"
     else:
         verdict = f"{'faster' if ratio > 1 else 'slower'} ({100 * abs(ratio - 1):.1f}%)"

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..plugins import label_options
-from ..stats import quality_flags, ratio_ci, significant
+from ..stats import judge_speedup, quality_flags
 from ..sweeps import normal_baseline
 from .layouts import KEY_NAMES, LAYOUTS, METRICS, Layout, key_name  # noqa: F401  (the report's names)
 from .runs import Run
@@ -44,6 +44,13 @@ class Table:
         if self.flags.get((row, col)):
             out += f" ({', '.join(self.flags[(row, col)])})"
         return out
+
+    def mark(self, cell: tuple[str, str], run: Run) -> None:
+        """Give ``cell`` (holding ``run``'s median or its images/s) the run's CI and quality flags."""
+        ci = run.metric("latency_ci_rel_halfwidth")
+        if ci is not None:
+            self.ci[cell] = ci
+        self.flags[cell] = quality_flags(run.record.get("tags") or {}, run.record.get("metrics") or {})
 
     def geomeans(self) -> dict[str, str]:
         out = {}
@@ -153,10 +160,7 @@ def value_table(runs: list[Run], layout: Layout, title: str) -> Table:
         v, cell = run.metric(name), (run.value(layout.rows), column(run, runs, layout))
         t.cells[cell] = v if v is not None else run.reason
         if v is not None and layout.metric in ("latency", "throughput"):  # images/s share the median's CI
-            ci = run.metric("latency_ci_rel_halfwidth")
-            if ci is not None:
-                t.ci[cell] = ci
-            t.flags[cell] = quality_flags(run.record.get("tags") or {}, run.record.get("metrics") or {})
+            t.mark(cell, run)
     return t
 
 
@@ -171,11 +175,11 @@ def speedup_table(values: Table, base_col: str, higher_is_better: bool) -> Table
                 t.cells[(r, c)] = ratio
                 if c == base_col:
                     continue
-                ci = ratio_ci(values.ci.get((r, c)), values.ci.get((r, base_col)))
+                ci, noisy, beyond = judge_speedup(ratio, values.ci.get((r, c)), values.ci.get((r, base_col)),
+                                                  values.flags.get((r, c)), values.flags.get((r, base_col)))
                 if ci is not None:
                     t.ci[(r, c)] = ci
-                noisy = "noisy" in values.flags.get((r, c), []) + values.flags.get((r, base_col), [])
-                t.flags[(r, c)] = ["noisy"] * noisy + ["n.s."] * (not significant(ratio, ci))
+                t.flags[(r, c)] = ["noisy"] * noisy + ["n.s."] * (not beyond)
             else:
                 t.cells[(r, c)] = v if isinstance(v, str) else "-"
     return t

@@ -135,11 +135,6 @@ class PartDAG:
         return Stage(names, merge=merge and popcount(groups[0]) > 1)
 
 
-def stage_of(dag: PartDAG, groups: tuple[int, ...], merge: bool) -> Stage:
-    """The stage of unit masks ``groups`` (see :meth:`PartDAG.stage`)."""
-    return dag.stage(groups, merge)
-
-
 class _Entry(NamedTuple):
     cost: float
     key: int  # order-free hash of the stage set, so permutations of one schedule count once
@@ -254,7 +249,7 @@ class _PartSearch:
 
     # -- the recursion -------------------------------------------------------------------
     def stage_of(self, groups: tuple[int, ...], merge: bool) -> Stage:
-        return stage_of(self.dag, groups, merge)
+        return self.dag.stage(groups, merge)
 
     def stage_latency(self, groups: tuple[int, ...], merge: bool) -> float:
         key = (groups, merge)
