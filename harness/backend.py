@@ -92,6 +92,13 @@ class Backend(ABC, Generic[ConfigT]):
     aliases: ClassVar[tuple[str, ...]] = ()  # older names still accepted for ``backend=``
     #: MLflow sections for this backend's own metrics: section name -> metric name prefixes
     metric_groups: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: prepare and the first call time kernels on the GPU themselves (engine builds, autotuners, cuDNN's
+    #: algorithm search): under the load-aware launcher the harness holds the job's GPU exclusively
+    #: around both, so another job's measurement neither disturbs those timings nor is disturbed by
+    #: them. A backend that times in short pieces wraps only those in :func:`harness.leases.exclusive`
+    #: instead and leaves this off (IOS's stage timing, TVM's tuner, PyTorch's layout probe), so its
+    #: CPU work still overlaps other jobs' measurements.
+    times_in_prepare: ClassVar[bool] = False
 
     @classmethod
     def missing(cls) -> list[str]:

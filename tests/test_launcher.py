@@ -170,6 +170,37 @@ def test_exclusive_through_the_broker_process_interface(monkeypatch):
         server.stop_event.set()
 
 
+@pytest.mark.parametrize("times_in_prepare", [True, False])
+def test_a_backend_that_times_while_preparing_holds_its_device_for_it(monkeypatch, bench_cfg, times_in_prepare):
+    """Engine builds and autotuners time kernels in prepare (and cuDNN in the first call): such a
+    backend's prepare runs under the job's device lease, so no other job measures meanwhile; the
+    others' CPU work in prepare (searches, compiles) stays outside it."""
+    import harness
+    from harness_plugins.pytorch.backend import PyTorchBackend
+
+    broker, server, address = leases.serve(devices=1, cpu_workers=1)
+    seen = []
+    prepare = PyTorchBackend.prepare
+
+    def watched(self, *args):
+        seen.append(broker.device_holder[0])
+        return prepare(self, *args)
+
+    monkeypatch.setattr(PyTorchBackend, "prepare", watched)
+    monkeypatch.setattr(PyTorchBackend, "times_in_prepare", times_in_prepare)
+    try:
+        monkeypatch.setenv(leases.ENV_ADDRESS, address)
+        monkeypatch.setenv(leases.ENV_JOB, "tuner")
+        broker.start("tuner")
+        harness.run(bench_cfg(), quiet=True)
+        spans = broker.stats("tuner")["spans"]
+    finally:
+        server.stop_event.set()
+    assert seen == (["tuner"] if times_in_prepare else [None])
+    assert len(spans) == (2 if times_in_prepare else 1)  # prepare + first call, then the timed loop
+    assert not _overlaps(spans)
+
+
 def test_defaults_give_each_cpu_slot_a_share_of_the_cores(monkeypatch):
     """CPU phases are multi-threaded (tuning builds, compilers): by default one slot per device
     plus one, and a job's thread pools take its slot's share (every core outside the launcher)."""

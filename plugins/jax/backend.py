@@ -17,6 +17,7 @@ class JaxConfig(BackendConfig):
 
 class JaxBackend(Backend[JaxConfig]):
     name = "jax"
+    times_in_prepare = True  # XLA's GPU autotuner times conv and GEMM algorithms while compiling
     runs = "the IR as a jax.jit function (XLA)"
     display_name = "JAX"
     config_class = JaxConfig

@@ -24,6 +24,7 @@ class OnnxRuntimeConfig(BackendConfig):
 
 class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
     name = "onnxruntime"
+    times_in_prepare = True  # CUDA: cuDNN's exhaustive algorithm search in the first call
     runs = "the ONNX export in an ONNX Runtime session"
     display_name = "ONNXRuntime"
     config_class = OnnxRuntimeConfig

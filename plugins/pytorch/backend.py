@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
+from harness.leases import exclusive
 from ios_core.interpreters.torch import to_torch
 from ios_core.ir import Graph
 from ios_core.runtime.target import TorchTarget, faster_layout, layout_name, parse_channels_last
@@ -75,8 +77,11 @@ class PyTorchBackend(Backend[PyTorchConfig]):
         example = target.tensor(x)
         if mode == "compile":
             what = f"torch.compile ({self.cfg.compile_mode}) on {graph.name}"
+            # max-autotune modes time Triton and GEMM candidates on the GPU while compiling: hold it
+            autotunes = "autotune" in self.cfg.compile_mode and device == "cuda"
+            tuning = exclusive() if autotunes else contextlib.nullcontext()
             with Deadline(self.cfg.compile_timeout_s, what, "backend.compile_timeout_s",
-                          "raise it, or choose a lighter backend.compile_mode"), torch.inference_mode():
+                          "raise it, or choose a lighter backend.compile_mode"), tuning, torch.inference_mode():
                 fn = torch.compile(module, mode=self.cfg.compile_mode)
                 for _ in range(3):
                     fn(example)

@@ -8,6 +8,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from harness.leases import exclusive
+
 #: a brief timing: a few warmup calls, then ``repeats`` x ``calls`` calls timed with CUDA events
 WARMUP, CALLS, REPEATS = 3, 20, 3
 
@@ -17,15 +19,16 @@ def time_ms(infer: Callable[[Any], Any], x: Any) -> float:
     inception_v3 at batch 1 about 70 calls, well under a second even eager."""
     import torch
 
-    for _ in range(WARMUP):
-        infer(x)
-    times = []
-    for _ in range(REPEATS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(CALLS):
+    with exclusive():  # load-aware launcher: no other job measures on this GPU meanwhile
+        for _ in range(WARMUP):
             infer(x)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / CALLS)
+        times = []
+        for _ in range(REPEATS):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(CALLS):
+                infer(x)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / CALLS)
     return statistics.median(times)

@@ -100,6 +100,7 @@ def ort_session(model: Any, precision: str) -> Any:
 
 class TasoBackend(Backend[TasoConfig]):
     name = "taso"
+    times_in_prepare = True  # TASO's optimizer measures each operator on the GPU
     display_name = "TASO"
     runs = ("TASO's optimized graph (taso.optimize), run through its ONNX export by ONNX Runtime CUDA; "
             "unverified until run against a TASO build")

@@ -23,6 +23,7 @@ class XlaConfig(TensorFlowConfig):
 
 class TensorFlowBackend(Backend[TensorFlowConfig]):
     name = "tensorflow"
+    times_in_prepare = True  # cuDNN autotuning (and XLA's autotuner) time algorithms on the GPU
     runs = "the IR as a TensorFlow tf.function graph"
     display_name = "TensorFlow"
     config_class = TensorFlowConfig

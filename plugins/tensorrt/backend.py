@@ -35,6 +35,7 @@ def load_tensorrt() -> Any:
 
 class TensorRTBackend(Backend[TensorRTConfig]):
     name = "tensorrt"
+    times_in_prepare = True  # the builder times its tactics on the GPU
     runs = ("the ONNX export built into a TensorRT engine (Python API, TensorRT 10/11); unverified in this "
             "repository's CI, which has no TensorRT")
     display_name = "TensorRT"

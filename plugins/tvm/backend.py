@@ -78,6 +78,7 @@ class TvmBackend(Backend[TvmConfig]):
 
 class TvmCudnnBackend(TvmBackend):
     name = "tvm_cudnn"
+    times_in_prepare = True  # algo=find: cuDNN times every algorithm while the module builds
     runs = "TVM Relax with convolutions (and their bias and ReLU) as cuDNN calls"
     display_name = "TVM-cuDNN"
     config_class = TvmCudnnConfig
