@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,11 +20,6 @@ from ios_core.ir import Graph
 from .config import BackendConfig
 
 ConfigT = TypeVar("ConfigT", bound=BackendConfig)
-
-
-def slug(text: str) -> str:
-    """A file-name-safe form of a device or model name."""
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "device"
 
 
 def store_dir(value: str = "") -> Path:

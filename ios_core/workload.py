@@ -3,6 +3,7 @@ size and precision on one device. One value, so the four facts travel together a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from .ir import Graph
@@ -18,3 +19,8 @@ class Workload:
     def at_batch(self, batch: int) -> Workload:
         """The same workload at another batch size (a schedule specialised for it)."""
         return replace(self, batch=batch)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a device or model name (saved schedules, caches, engines)."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower() or "device"

@@ -9,7 +9,7 @@ from ios_core.cost import AnalyticCostModel
 from ios_core.models import build_model
 from ios_core.passes import apply_passes
 from ios_core.progress import Progress
-from ios_core.schedule import native, optimize
+from ios_core.schedule import SearchOptions, native, optimize
 from ios_core.schedule.optimizer import PartDAG, SearchStats, _PartSearch, parts_of
 from ios_core.workload import Workload
 
@@ -86,7 +86,8 @@ def test_zoo_identical_schedules(model, kw, part_size):
     """The four networks (randwire's parts cut at 16 units, so the Python reference stays quick
     here; BENCHMARKS.md times both cores on the full parts)."""
     g = apply_passes(build_model(model, **kw), ["fold_bias", "pool_conv"])[0]
-    scheds = [optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both", part_size=part_size, core=core)
+    scheds = [optimize(Workload(g), AnalyticCostModel(1, "gpu"),
+                       SearchOptions("ios-both", part_size=part_size, search_core=core))
               for core in ("python", "native")]
     ref, got = ([[(st.groups, st.merge) for st in b] for b in sc.blocks] for sc in scheds)
     assert got == ref
@@ -99,12 +100,13 @@ def test_zoo_identical_schedules(model, kw, part_size):
 def test_parallel_workers_do_not_change_the_result():
     g = build_model("randwire", **SMALL["randwire"])
     work = Workload(g)
-    one, two = (optimize(work, AnalyticCostModel(1, "cpu"), "ios-both", part_size=20, workers=w) for w in (1, 2))
+    one, two = (optimize(work, AnalyticCostModel(1, "cpu"), SearchOptions(part_size=20, search_workers=w))
+                for w in (1, 2))
     assert one.to_dict()["blocks"] == two.to_dict()["blocks"]
     for k in ("states", "transitions", "stage_evaluations", "pruned", "predicted_ms"):
         assert one.stats[k] == two.stats[k], k
     with pytest.raises(ValueError, match="workers=-1 must be >= 0"):
-        optimize(work, AnalyticCostModel(1, "cpu"), "ios-both", workers=-1)
+        optimize(work, AnalyticCostModel(1, "cpu"), SearchOptions("ios-both", search_workers=-1))
 
 
 @needs_core
@@ -143,7 +145,7 @@ def test_progress_line_names_the_core_and_counts_work(monkeypatch):
         real(self, *a, **{**kw, "stream": lines, "interval": 0.0})
     monkeypatch.setattr(Progress, "__init__", init)
     g = build_model("nasnet", **SMALL["nasnet"])
-    optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both", progress=True)
+    optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-both", progress=True))
     text = lines.getvalue()
     assert "search (compiled core, " in text and " states)]" in text
     assert "] 100%" in text

@@ -102,3 +102,13 @@ def test_no_plugin_name_or_option_in_the_harness():
                 hits |= {f"backend.{o}" for o in re.findall(r"backend\.(\w+)", text) if o in options}
                 found += [f"{path.relative_to(REPO)}:{node.lineno}: {h!r}" for h in sorted(hits)]
     assert not found, "plugin names or options in harness/:\n" + "\n".join(found)
+
+
+def test_no_function_over_sixty_lines():
+    """Issue 28's limit outside tests: a longer function is split where its steps have names."""
+    long = []
+    for path in _modules().values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
+    assert not long, "functions over 60 lines: " + ", ".join(long)

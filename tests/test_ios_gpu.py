@@ -7,7 +7,7 @@ from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import reference_forward
 from ios_core.models import build_model
 from ios_core.runtime import RUNTIMES, ScheduledModel
-from ios_core.schedule import optimize
+from ios_core.schedule import SearchOptions, optimize
 from ios_core.workload import Workload
 
 from .helpers import SMALL, rel_err
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 @pytest.mark.parametrize("model", ["inception_v3", "nasnet"])
 def test_cuda_runtimes_match_the_reference(model, runtime):
     g = build_model(model, **SMALL[model])
-    sched = optimize(Workload(g), AnalyticCostModel(2, "gpu"), "ios-both")
+    sched = optimize(Workload(g), AnalyticCostModel(2, "gpu"), SearchOptions("ios-both"))
     m = ScheduledModel(g, sched, "cuda", "fp32", runtime)
     x = seeded_input(g, 2, 0)
     infer, load = m.prepare(2)
@@ -33,7 +33,7 @@ def test_selected_schedule_with_barrier_flags_matches_the_reference():
 
     g = build_model("inception_v3", **SMALL["inception_v3"])
     timer = PartTimer(g, TorchTarget("cuda", "fp32"), 2)
-    sched = optimize(Workload(g), AnalyticCostModel(2, "gpu"), "ios-both", keep=2, measure_part=timer)
+    sched = optimize(Workload(g), AnalyticCostModel(2, "gpu"), SearchOptions("ios-both", keep=2), measure_part=timer)
     st = sched.stats
     assert st["insitu_ms"] <= min(st["whole_greedy_ms"], st["whole_sequential_ms"]) + 1e-9
     assert 0 < st["insitu_ms"] < 100
@@ -58,7 +58,8 @@ def test_streams_are_distinct_even_after_the_pool_wraps():
     assert torch.cuda.current_stream().cuda_stream not in handles
     check_distinct(side, capture_stream())
     g = build_model("nasnet", **SMALL["nasnet"])
-    m = ScheduledModel(g, optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both"), "cuda", "fp32", "graph")
+    sched = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-both"))
+    m = ScheduledModel(g, sched, "cuda", "fp32", "graph")
     assert all(s.cuda_stream in handles for s in m.program.side)
 
 
@@ -104,7 +105,7 @@ def test_passes_and_kernel_choice_on_nhwc_match_the_reference(model, kernels):
     g, _ = apply_passes(g0, list(PASSES))
     timer = kernel_timer(TorchTarget("cuda", "fp32", True))
     table = KernelTable("auto", lambda calls: [2.0, 1.0]) if kernels == "second" else KernelTable(kernels, timer)
-    sched = optimize(Workload(g), AnalyticCostModel(2, "gpu"), "ios-both")
+    sched = optimize(Workload(g), AnalyticCostModel(2, "gpu"), SearchOptions("ios-both"))
     m = ScheduledModel(g, sched, "cuda", "fp32", "graph", channels_last=True, kernels=table)
     x = seeded_input(g0, 2, 0)
     infer, load = m.prepare(2)

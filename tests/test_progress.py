@@ -5,7 +5,7 @@ import io
 from ios_core.cost import AnalyticCostModel
 from ios_core.models import build_model
 from ios_core.progress import Progress
-from ios_core.schedule import optimize
+from ios_core.schedule import SearchOptions, optimize
 from ios_core.workload import Workload
 
 from .helpers import SMALL
@@ -24,7 +24,7 @@ def test_status_lines_when_not_a_terminal():
 
 def test_disabled_progress_prints_nothing(capsys):
     g = build_model("squeezenet", **SMALL["squeezenet"])
-    optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both", progress=False)
+    optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-both", progress=False))
     assert capsys.readouterr().err == ""
 
 

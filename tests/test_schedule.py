@@ -15,6 +15,7 @@ from ios_core.runtime import ScheduledModel, StageTimer, TorchTarget
 from ios_core.schedule import (
     Schedule,
     ScheduleError,
+    SearchOptions,
     Stage,
     apply_merges,
     can_merge,
@@ -114,7 +115,7 @@ def brute_force(graph, cost, merge: bool, parallel: bool, r: int, s: int) -> flo
 def test_dp_equals_brute_force(seed, variant, flags, r, s):
     g = random_dag(seed)
     cost = AnalyticCostModel(1, "gpu")
-    sched = optimize(Workload(g), cost, variant, r=r, s=s)
+    sched = optimize(Workload(g), cost, SearchOptions(variant, r=r, s=s))
     want = brute_force(g, cost, *flags, r=r, s=s)
     assert sched.stats["predicted_ms"] == pytest.approx(want, rel=1e-12)
     total = sum(cost.stage_latency(g, st) for st in sched.stages())  # the schedule costs what the DP says
@@ -132,8 +133,8 @@ def test_merge_pays_in_brute_force_graph():
 
 def test_original_ending_is_a_subset_of_corrected():
     g = build_model("inception_v3", **SMALL["inception_v3"])
-    a = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-parallel", ending="original")
-    b = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-parallel", ending="corrected")
+    a = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-parallel", ending="original"))
+    b = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-parallel", ending="corrected"))
     assert b.stats["predicted_ms"] <= a.stats["predicted_ms"] + 1e-12
     assert b.stats["transitions"] >= a.stats["transitions"]
 
@@ -141,7 +142,8 @@ def test_original_ending_is_a_subset_of_corrected():
 def test_dp_sizes_match_the_original_on_inception():
     # reference/ios_reference.md 4.6: IOS-Merge on Inception V3 visits 1,206 states, 3,852 transitions, 160 stages
     g = build_model("inception_v3", **SMALL["inception_v3"])
-    st = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-merge", prune=False, share_parts=False).stats
+    options = SearchOptions("ios-merge", prune=False, share_parts=False)
+    st = optimize(Workload(g), AnalyticCostModel(1, "gpu"), options).stats
     assert (st["states"], st["transitions"], st["stage_evaluations"]) == (1206, 3852, 160)
 
 
@@ -195,7 +197,7 @@ def test_every_schedule_gives_the_reference_output(model):
     cost = AnalyticCostModel(2, "gpu")
     scheds = [sequential(g), greedy(g, 3)]
     opts = {"randwire": dict(r=2, s=3, part_size=12)}.get(model, {})
-    scheds += [optimize(Workload(g), cost, v, **opts) for v in ("ios-merge", "ios-parallel", "ios-both")]
+    scheds += [optimize(Workload(g), cost, SearchOptions(v, **opts)) for v in ("ios-merge", "ios-parallel", "ios-both")]
     for sched in scheds:
         y = ScheduledModel(g, sched).run(x)
         assert rel_err(y, ref) < 1e-4, sched.algorithm
@@ -210,7 +212,7 @@ def test_greedy_caps_stage_width():
 
 def test_schedule_json_round_trip_and_wrong_graph(tmp_path):
     g = build_model("inception_v3", **SMALL["inception_v3"])
-    sched = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both")
+    sched = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-both"))
     p = tmp_path / "s.json"
     sched.to_json(p)
     back = Schedule.load(p)
@@ -247,11 +249,11 @@ def test_measured_cost_cache_is_reused(tmp_path):
         timer = StageTimer(target, 1, number=1, repeat=1, warmup=0)
         return MeasuredCostModel(timer, CostCache(tmp_path / "c.json"), ("cpu", 1, "fp32"))
     first = model()
-    s1 = optimize(Workload(g), first, "ios-both")
+    s1 = optimize(Workload(g), first, SearchOptions("ios-both"))
     first.close()
     assert first.measurements > 0 and (tmp_path / "c.json").is_file()
     second = model()
-    s2 = optimize(Workload(g), second, "ios-both")
+    s2 = optimize(Workload(g), second, SearchOptions("ios-both"))
     assert second.measurements == 0 and second.cache_hits == first.measurements + first.cache_hits
     assert s2.stats["predicted_ms"] == pytest.approx(s1.stats["predicted_ms"])
     b = bounds(g, second)
@@ -266,12 +268,12 @@ def test_corrupt_cost_cache_starts_over(tmp_path):
 
 def test_bad_options_are_refused():
     g = build_model("sample", **SMALL["sample"])
-    with pytest.raises(ValueError, match="unknown variant"):
-        optimize(Workload(g), AnalyticCostModel(), "ios-all")
+    with pytest.raises(ValueError, match="schedule=.ios-all. is invalid"):
+        optimize(Workload(g), AnalyticCostModel(), SearchOptions("ios-all"))
     with pytest.raises(ValueError, match="ending"):
-        optimize(Workload(g), AnalyticCostModel(), "ios-both", ending="fixed")
+        optimize(Workload(g), AnalyticCostModel(), SearchOptions("ios-both", ending="fixed"))
     with pytest.raises(ValueError, match=">= 1"):
-        optimize(Workload(g), AnalyticCostModel(), "ios-both", r=0)
+        optimize(Workload(g), AnalyticCostModel(), SearchOptions("ios-both", r=0))
 
 
 def all_stage_sets(graph, cost, merge: bool, parallel: bool, r: int, s: int) -> list[float]:
@@ -304,7 +306,7 @@ def test_k_best_dp_equals_brute_force(seed, variant, flags):
 
     def fake(stages):  # "timing" a candidate returns its cost under the same model
         return sum(cost.stage_latency(g, st) for st in stages)
-    sched = optimize(Workload(g), cost, variant, r=3, s=8, keep=3, measure_part=fake)
+    sched = optimize(Workload(g), cost, SearchOptions(variant, r=3, s=8, keep=3), measure_part=fake)
     timings = sched.stats["selection"]["parts"][0]["timings_ms"]
     got = sorted(v for k, v in timings.items() if k.startswith("dp") and "+" not in k)
     want = all_stage_sets(g, cost, *flags, r=3, s=8)[:3]
@@ -313,8 +315,8 @@ def test_k_best_dp_equals_brute_force(seed, variant, flags):
 
 def test_pruning_keeps_the_optimum_and_skips_stages():
     g = build_model("inception_v3", **SMALL["inception_v3"])
-    full = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both", prune=False)
-    pruned = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both", prune=True)
+    full = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-both", prune=False))
+    pruned = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-both", prune=True))
     assert pruned.stats["predicted_ms"] == pytest.approx(full.stats["predicted_ms"], rel=1e-12)
     assert pruned.stats["stage_evaluations"] < 0.8 * full.stats["stage_evaluations"]
     assert pruned.stats["pruned"] > 0
@@ -322,8 +324,8 @@ def test_pruning_keeps_the_optimum_and_skips_stages():
 
 def test_identical_parts_are_searched_once():
     g = build_model("nasnet", **SMALL["nasnet"])
-    shared = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-merge")
-    alone = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-merge", share_parts=False)
+    shared = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-merge"))
+    alone = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-merge", share_parts=False))
     assert shared.stats["shared_parts"] > 0 and shared.stats["states"] < alone.stats["states"]
     assert shared.stats["predicted_ms"] == pytest.approx(alone.stats["predicted_ms"], rel=1e-12)
     assert [str(s) for s in shared.stages()] == [str(s) for s in alone.stages()]
@@ -337,7 +339,7 @@ def test_the_whole_model_timing_has_the_last_word():
         if [str(st) for st in stages] == want:
             return 0.5
         return sum(len(st.groups) for st in stages) * 1e-3 + 1.0 * (len(stages) > 20)
-    sched = optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both", keep=2, measure_part=fake)
+    sched = optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-both", keep=2), measure_part=fake)
     assert sched.stats["selection"]["final"] == "greedy"
     assert [str(st) for st in sched.stages()] == want
     assert sched.stats["insitu_ms"] == 0.5 and sched.stats["whole_selected_ms"] > 0.5
@@ -353,7 +355,7 @@ def test_selection_never_picks_a_slower_candidate():
     def fake(stages):
         key = repr([(st.groups, st.merge, st.barrier) for st in stages])
         return noise.setdefault(key, float(rng.uniform(1, 2)))
-    sched = optimize(Workload(g), cost, "ios-both", keep=3, measure_part=fake)
+    sched = optimize(Workload(g), cost, SearchOptions("ios-both", keep=3), measure_part=fake)
     sel = sched.stats["selection"]
     part = sel["parts"][0]
     assert min(part["timings_ms"].values()) == part["timings_ms"][part["chosen"]]
@@ -392,7 +394,7 @@ def test_batched_measurement_plan():
     timer = _FakeTimer()
     measured = MeasuredCostModel(timer, CostCache(None), ("fake",))
     screen = CalibratedCostModel(measured, AnalyticCostModel(1, "gpu"))
-    sched = optimize(Workload(g), measured, "ios-both", screen=screen, screen_limit=10**6)
+    sched = optimize(Workload(g), measured, SearchOptions("ios-both", screen_limit=10**6), screen=screen)
     st = sched.stats
     assert timer.batches and max(timer.batches) <= 32
     assert len(set(timer.seen)) == len(timer.seen)  # deduplicated by signature, never timed twice
@@ -401,5 +403,5 @@ def test_batched_measurement_plan():
     lazy = st["measurements"] - st["prefetched"]
     assert lazy < 0.3 * st["prefetched"]
     # the same answer as a DP that timed every stage lazily
-    alone = optimize(Workload(g), MeasuredCostModel(_FakeTimer(), CostCache(None), ("fake",)), "ios-both")
+    alone = optimize(Workload(g), MeasuredCostModel(_FakeTimer(), CostCache(None), ("fake",)), SearchOptions())
     assert st["predicted_ms"] == pytest.approx(alone.stats["predicted_ms"], rel=1e-12)

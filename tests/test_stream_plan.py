@@ -11,7 +11,7 @@ import pytest
 from ios_core.cost import AnalyticCostModel
 from ios_core.models import build_model
 from ios_core.runtime.program import StreamProgram, remaining_path
-from ios_core.schedule import apply_merges, greedy, optimize, sequential
+from ios_core.schedule import SearchOptions, apply_merges, greedy, optimize, sequential
 from ios_core.workload import Workload
 
 from .helpers import SMALL
@@ -61,7 +61,7 @@ def case_schedules(case: int):
         g = build_model(MODELS[case - 4], **SMALL[MODELS[case - 4]])
     scheds = [sequential(g), greedy(g, 4)]
     if MODELS[case - 4] != "randwire" or case < 4:  # RandWire's DP takes minutes: its greedy schedule is wide
-        scheds.append(optimize(Workload(g), AnalyticCostModel(1, "gpu"), "ios-both", keep=1))
+        scheds.append(optimize(Workload(g), AnalyticCostModel(1, "gpu"), SearchOptions("ios-both", keep=1)))
     return g, scheds
 
 

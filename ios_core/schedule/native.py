@@ -16,6 +16,7 @@ from typing import Any
 
 from ..ir import Graph
 from .merge import merged_geometry
+from .options import CORES
 from .schedule import Stage
 
 try:
@@ -26,7 +27,6 @@ except ImportError as exc:  # built by the install (setup.py); absent without a 
 else:
     MISSING = ""
 
-CORES = ("auto", "native", "python")
 MAX_UNITS = 64  # a state is a 64-bit mask
 
 

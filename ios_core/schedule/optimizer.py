@@ -33,10 +33,10 @@ from ..progress import Progress
 from ..workload import Workload
 from . import native
 from .merge import merge_key, merged_geometry
+from .options import ENDINGS, VARIANTS, OptionError, SearchOptions
 from .schedule import Schedule, Stage, greedy_stages, rule_barriers, sequential_stages
 
-VARIANTS = {"ios-merge": (True, False), "ios-parallel": (False, True), "ios-both": (True, True)}
-ENDINGS = ("corrected", "original")
+__all__ = ["ENDINGS", "VARIANTS", "CostModel", "SearchStats", "optimize"]
 
 
 class CostModel(Protocol):
@@ -397,146 +397,183 @@ def _candidates(search: _PartSearch, nodes: list[Node], solutions, greedy_stream
     return out
 
 
-def optimize(work: Workload, cost: CostModel, variant: str = "ios-both", *, r: int = 3, s: int = 8,
-             part_size: int = 50, ending: str = "corrected", progress: bool = False, keep: int = 1, prune: bool = True,
-             share_parts: bool = True, measure_part: Callable[[list[Stage]], float] | None = None,
-             greedy_streams: int = 10, screen: CostModel | None = None, screen_limit: int = 1500,
-             measure_whole: Callable[[list[Stage]], float] | None = None, core: str = "auto",
-             workers: int = 0) -> Schedule:
+Timer = Callable[[list[Stage]], float]
+
+
+def optimize(work: Workload, cost: CostModel, options: SearchOptions | None = None, *, screen: CostModel | None = None,
+             measure_part: Timer | None = None, measure_whole: Timer | None = None) -> Schedule:
     """IOS's DP, then (with ``measure_part``) the choice of what actually runs fastest.
 
-    Per part, the DP keeps the ``keep`` cheapest schedules under ``cost`` (pruning stages
-    whose lower bound cannot win when ``prune``). Without ``measure_part`` the cheapest
-    is the answer. With it, each part's candidates (the DP's k best, Greedy's and
-    Sequential's stages for the part, each with and without stage barriers) are timed
-    as they will run by ``measure_part(stages)`` and the fastest is kept, so the result is
-    never slower than Greedy or Sequential beyond timing noise. Structurally identical
-    parts (``share_parts``: NASNet's cells) are searched and selected once.
-    ``measure_whole`` (default ``measure_part``) times the whole model under each finalist
-    at the end: the backend passes one that replays the model back to back, as the
-    measurement protocol will, where parts are timed with cold weights.
-    ``core``: "auto" (the compiled core where it is built and a part has at most 64 units),
-    "native" or "python" (the reference). ``workers``: threads that search distinct parts at
-    once where the first cost model is thread-safe (0: one per CPU core); the result does
-    not depend on it.
+    Per part, the DP keeps the ``options.keep`` cheapest schedules under ``cost`` (pruning
+    stages whose lower bound cannot win when ``options.prune``). Without ``measure_part`` the
+    cheapest is the answer. With it, each part's candidates (the DP's k best, Greedy's and
+    Sequential's stages for the part, each with and without stage barriers) are timed as
+    they will run by ``measure_part(stages)`` and the fastest is kept, so the result is never
+    slower than Greedy or Sequential beyond timing noise. Structurally identical parts
+    (``share_parts``: NASNet's cells) are searched and selected once. ``measure_whole``
+    (default ``measure_part``) times the whole model under each finalist at the end: the
+    backend passes one that replays the model back to back, as the measurement protocol will,
+    where parts are timed with cold weights. ``screen``: a cheaper model that plans each part
+    first; parts whose DP times at most ``screen_limit`` stages are solved again under ``cost``.
+    ``search_core``: "auto" (the compiled core where it is built and a part has at most 64
+    units), "native" or "python" (the reference). ``search_workers``: threads that search
+    distinct parts at once where the first cost model is thread-safe (0: one per CPU core);
+    the result does not depend on it. :func:`ios_core.planner.plan` chooses the models and
+    timers; this is the DP alone.
     """
+    o = options or SearchOptions()
+    o.check()
+    if o.schedule not in VARIANTS:
+        raise OptionError(f"schedule={o.schedule!r} is not searched by the DP; choose one of: {', '.join(VARIANTS)}")
     graph = work.graph
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(VARIANTS)}")
-    if ending not in ENDINGS:
-        raise ValueError(f"unknown ending enumeration {ending!r}; choose one of: {', '.join(ENDINGS)}")
-    if r < 1 or s < 1 or part_size < 1 or keep < 1:
-        raise ValueError(f"r, s, part_size and keep must be >= 1 (got r={r}, s={s}, part_size={part_size}, "
-                         f"keep={keep})")
-    merge, parallel = VARIANTS[variant]
-    stats = SearchStats()
     t0 = time.perf_counter()
-    all_parts = [(bi, p) for bi, b in enumerate(graph.blocks) for p in parts_of(b, part_size)]
-    sigs = [signature(graph, [nodes]) if share_parts else "" for _, nodes in all_parts]
-    first: dict[str, int] = {}
-    unique = [i for i, sig in enumerate(sigs) if not sig or first.setdefault(sig, i) == i]
-    dags = {i: PartDAG(graph, all_parts[i][1]) for i in unique}
-    natives = {i: native.use_native(core, dags[i].n) for i in unique}
-    opts = _SearchOpts(keep=keep if measure_part else 1, slack=0.9 if prune else None)
-    first_cost = screen if screen is not None else cost
-    bar, advance = _search_progress(graph, variant, all_parts, unique, dags, r, screen is not None, progress,
-                                    any(natives.values()))
-
-    def tick() -> None:
-        c = cost.stats()
-        bar.set(timed=int(c.get("measurements", 0)), cached=int(c.get("cache_hits", 0)))
-
-    lock = threading.Lock()
-
-    def search(i: int, model: CostModel, part_stats: SearchStats, pass_: int) -> _PartSearch | native.NativePartSearch:
-        args = (graph, dags[i], model, merge, parallel, r, s, ending, part_stats, tick)
-        if natives[i]:
-            return native.NativePartSearch(*args, **opts, lock=lock, on_work=lambda w: advance(i, pass_, w))
-        return _PartSearch(*args, **opts)
-
-    def first_pass(i: int):
-        part_stats = SearchStats()  # per part: parts may be searched in parallel threads
-        found = search(i, first_cost, part_stats, 0)
-        return found, found.solutions(), part_stats
-
-    choices: list[PartChoice] = []
-    solved: dict[str, PartChoice] = {}
-    pending: list[tuple[int, str, list[Node], dict[str, IndexStages]]] = []
-    try:
-        threads = _workers(workers, first_cost, [i for i in unique if natives[i]])
-        done: dict[int, tuple] = {}
-        if threads > 1:  # distinct parts at once: the compiled core releases the GIL
-            with ThreadPoolExecutor(threads) as pool:
-                for i, res in zip(unique, pool.map(lambda i: first_pass(i) if natives[i] else None, unique)):
-                    if res is not None:
-                        done[i] = res
-                        advance(i, 0, None)
-        for i, ((_, nodes), sig) in enumerate(zip(all_parts, sigs)):
-            if sig and first[sig] != i:
-                stats.shared_parts += 1
-                choices.append(solved[sig])
-            else:
-                if i not in done:
-                    done[i] = first_pass(i)
-                    advance(i, 0, None)
-                found, sols, part_stats = done.pop(i)
-                if screen is None or part_stats.stage_evaluations > screen_limit:  # the first pass's answer stands
-                    stats.parts_screened += int(screen is not None)
-                    for k in ("states", "transitions", "stage_evaluations", "pruned"):
-                        setattr(stats, k, getattr(stats, k) + getattr(part_stats, k))
-                else:  # screened: solve again with the measured model
-                    if hasattr(cost, "prefetch"):  # time the stages the screen looked at in batches first
-                        cost.prefetch(graph, [found.stage_of(g, m) for g, m in found.latency],
-                                      progress=lambda n: tick())
-                    found = search(i, cost, stats, 1)
-                    sols = found.solutions()
-                advance(i, 1, None)  # a no-op without a screen
-                best = [found.stage_of(g, m) for g, m in sols[0][1]]
-                choice = PartChoice(_to_index(nodes, best), "dp", sols[0][0])
-                choices.append(choice)
-                if sig:
-                    solved[sig] = choice
-                if measure_part is not None:
-                    pending.append((len(choices) - 1, sig, nodes, _candidates(found, nodes, sols, greedy_streams)))
-            stats.parts += 1
-            tick()
-    finally:
-        bar.close()
+    search = _PartsSearch(graph, o, cost, screen, keep=o.keep if measure_part else 1)
+    choices, pending = search.run(with_candidates=measure_part is not None)
+    stats = search.stats
     stats.search_s = time.perf_counter() - t0
-    dp_blocks = _assemble(graph, all_parts, [c.stages for c in choices])
+    dp_blocks = _assemble(graph, search.all_parts, [c.stages for c in choices])
     blocks = dp_blocks
-    used = {natives[i] for i in unique}
+    used = set(search.natives.values())
     extra: dict = {"predicted_ms": sum(c.predicted_ms for c in choices),
                    "search_core": "mixed" if len(used) > 1 else "compiled" if True in used else "python"}
     if measure_part is not None:
-        _select(graph, variant, choices, pending, measure_part, progress)
-        whole = {"selected": _assemble(graph, all_parts, [c.stages for c in choices]), "dp": dp_blocks,
-                 "greedy": [greedy_stages(b.nodes, greedy_streams) for b in graph.blocks],
-                 "sequential": [sequential_stages(b.nodes) for b in graph.blocks]}
-        final, timings = _final(graph, variant, whole, measure_whole or measure_part, progress)
-        blocks = whole[final]
-        extra.update(_selection_stats(choices), select_s=round(time.perf_counter() - t0 - stats.search_s, 3),
-                     insitu_ms=timings[final], **{f"whole_{k}_ms": v for k, v in timings.items()})
-        extra["selection"] = {"final": final, "whole_ms": timings,
-                              "parts": [{"block": bi, "first": nodes[0].name, "units": len(nodes), "chosen": c.source,
-                                         "predicted_ms": c.predicted_ms, "timings_ms": c.timings}
-                                        for (bi, nodes), c in zip(all_parts, choices)]}
+        final, more = _choose_in_situ(graph, o, search.all_parts, choices, pending, dp_blocks, measure_part,
+                                      measure_whole or measure_part)
+        blocks = more.pop("blocks")
+        extra.update(more, select_s=round(time.perf_counter() - t0 - stats.search_s, 3))
     stats.cost = dict(cost.stats())
-    options = {"r": r, "s": s, "part_size": part_size, "ending": ending, "cost_model": getattr(cost, "name", "custom"),
-               "keep": keep, "selected": measure_part is not None}
-    sched = Schedule(graph.name, graph.hash(), blocks, algorithm=variant, batch=work.batch,
-                     device=work.device_name, precision=work.precision, options=options,
+    opts = {"r": o.r, "s": o.s, "part_size": o.part_size, "ending": o.ending,
+            "cost_model": getattr(cost, "name", "custom"), "keep": o.keep, "selected": measure_part is not None}
+    sched = Schedule(graph.name, graph.hash(), blocks, algorithm=o.schedule, batch=work.batch,
+                     device=work.device_name, precision=work.precision, options=opts,
                      stats={**stats.as_dict(), **extra})
     sched.check(graph)
     return sched
+
+
+Pending = list[tuple[int, str, list[Node], dict[str, IndexStages]]]
+
+
+class _PartsSearch:
+    """The DP over every part of a graph: distinct parts searched once (in threads where the
+    compiled core and the cost model allow), a screened part solved again under the measured
+    model, each part's choice with its in-situ candidates."""
+
+    def __init__(self, graph: Graph, o: SearchOptions, cost: CostModel, screen: CostModel | None, keep: int):
+        self.graph, self.o, self.cost, self.screen = graph, o, cost, screen
+        self.merge, self.parallel = VARIANTS[o.schedule]
+        self.stats = SearchStats()
+        self.all_parts = [(bi, p) for bi, b in enumerate(graph.blocks) for p in parts_of(b, o.part_size)]
+        self.sigs = [signature(graph, [nodes]) if o.share_parts else "" for _, nodes in self.all_parts]
+        self.first: dict[str, int] = {}
+        self.unique = [i for i, sig in enumerate(self.sigs) if not sig or self.first.setdefault(sig, i) == i]
+        self.dags = {i: PartDAG(graph, self.all_parts[i][1]) for i in self.unique}
+        self.natives = {i: native.use_native(o.search_core, self.dags[i].n) for i in self.unique}
+        self.opts = _SearchOpts(keep=keep, slack=0.9 if o.prune else None)
+        self.first_cost = screen if screen is not None else cost
+        self.bar, self.advance = _search_progress(graph, o.schedule, self.all_parts, self.unique, self.dags, o.r,
+                                                  screen is not None, o.progress, any(self.natives.values()))
+        self.lock = threading.Lock()
+
+    def tick(self) -> None:
+        c = self.cost.stats()
+        self.bar.set(timed=int(c.get("measurements", 0)), cached=int(c.get("cache_hits", 0)))
+
+    def search(self, i: int, model: CostModel, part_stats: SearchStats, pass_: int):
+        o = self.o
+        args = (self.graph, self.dags[i], model, self.merge, self.parallel, o.r, o.s, o.ending, part_stats, self.tick)
+        if self.natives[i]:
+            return native.NativePartSearch(*args, **self.opts, lock=self.lock,
+                                           on_work=lambda w: self.advance(i, pass_, w))
+        return _PartSearch(*args, **self.opts)
+
+    def first_pass(self, i: int):
+        part_stats = SearchStats()  # per part: parts may be searched in parallel threads
+        found = self.search(i, self.first_cost, part_stats, 0)
+        return found, found.solutions(), part_stats
+
+    def _in_threads(self) -> dict[int, tuple]:
+        """First passes of distinct parts at once: the compiled core releases the GIL."""
+        done: dict[int, tuple] = {}
+        threads = _workers(self.o.search_workers, self.first_cost, [i for i in self.unique if self.natives[i]])
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                results = pool.map(lambda i: self.first_pass(i) if self.natives[i] else None, self.unique)
+                for i, res in zip(self.unique, results):
+                    if res is not None:
+                        done[i] = res
+                        self.advance(i, 0, None)
+        return done
+
+    def _solve(self, i: int, done: dict[int, tuple]):
+        """Part ``i``'s search and solutions: the first pass's, or (screened) the measured model's."""
+        if i not in done:
+            done[i] = self.first_pass(i)
+            self.advance(i, 0, None)
+        found, sols, part_stats = done.pop(i)
+        stats = self.stats
+        if self.screen is None or part_stats.stage_evaluations > self.o.screen_limit:  # the first answer stands
+            stats.parts_screened += int(self.screen is not None)
+            for k in ("states", "transitions", "stage_evaluations", "pruned"):
+                setattr(stats, k, getattr(stats, k) + getattr(part_stats, k))
+        else:  # screened: solve again with the measured model
+            if hasattr(self.cost, "prefetch"):  # time the stages the screen looked at in batches first
+                self.cost.prefetch(self.graph, [found.stage_of(g, m) for g, m in found.latency],
+                                   progress=lambda n: self.tick())
+            found = self.search(i, self.cost, stats, 1)
+            sols = found.solutions()
+        self.advance(i, 1, None)  # a no-op without a screen
+        return found, sols
+
+    def run(self, with_candidates: bool) -> tuple[list[PartChoice], Pending]:
+        """Each part's DP choice (shared parts share one), and the candidates to time in situ."""
+        choices: list[PartChoice] = []
+        solved: dict[str, PartChoice] = {}
+        pending: Pending = []
+        try:
+            done = self._in_threads()
+            for i, ((_, nodes), sig) in enumerate(zip(self.all_parts, self.sigs)):
+                if sig and self.first[sig] != i:
+                    self.stats.shared_parts += 1
+                    choices.append(solved[sig])
+                else:
+                    found, sols = self._solve(i, done)
+                    best = [found.stage_of(g, m) for g, m in sols[0][1]]
+                    choice = PartChoice(_to_index(nodes, best), "dp", sols[0][0])
+                    choices.append(choice)
+                    if sig:
+                        solved[sig] = choice
+                    if with_candidates:
+                        cands = _candidates(found, nodes, sols, self.o.greedy_streams)
+                        pending.append((len(choices) - 1, sig, nodes, cands))
+                self.stats.parts += 1
+                self.tick()
+        finally:
+            self.bar.close()
+        return choices, pending
+
+
+def _choose_in_situ(graph: Graph, o: SearchOptions, all_parts, choices: list[PartChoice], pending: Pending,
+                    dp_blocks: list[list[Stage]], measure_part: Timer, measure_whole: Timer) -> tuple[str, dict]:
+    """Each part's candidates timed in situ, then the whole model under each finalist; the
+    final schedule's name and blocks with the selection's statistics."""
+    _select(graph, o.schedule, choices, pending, measure_part, o.progress)
+    whole = {"selected": _assemble(graph, all_parts, [c.stages for c in choices]), "dp": dp_blocks,
+             "greedy": [greedy_stages(b.nodes, o.greedy_streams) for b in graph.blocks],
+             "sequential": [sequential_stages(b.nodes) for b in graph.blocks]}
+    final, timings = _final(graph, o.schedule, whole, measure_whole, o.progress)
+    selection = {"final": final, "whole_ms": timings,
+                 "parts": [{"block": bi, "first": nodes[0].name, "units": len(nodes), "chosen": c.source,
+                            "predicted_ms": c.predicted_ms, "timings_ms": c.timings}
+                           for (bi, nodes), c in zip(all_parts, choices)]}
+    return final, {"blocks": whole[final], **_selection_stats(choices), "insitu_ms": timings[final],
+                   **{f"whole_{k}_ms": v for k, v in timings.items()}, "selection": selection}
 
 
 def _workers(workers: int, model: CostModel, natives: list[int]) -> int:
     """Threads for the first search of distinct parts: only where the compiled core runs them
     and the cost model may be asked from several threads (the analytic model; the others
     time on the GPU)."""
-    if workers < 0:
-        raise ValueError(f"workers={workers} must be >= 0 (0: one per CPU core)")
     if len(natives) < 2 or not getattr(model, "thread_safe", False):
         return 1
     return max(1, min(workers or (os.cpu_count() or 1), len(natives)))

@@ -13,9 +13,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from harness.backend import BackendError, slug
+from harness.backend import BackendError
 from ios_core.ir import Graph
 from ios_core.onnx import export_onnx
+from ios_core.workload import slug
 
 from .plan import BuildPlan, apply, batch_label, network_flags
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Prepared, slug, store_dir
+from harness.backend import Backend, BackendError, Prepared, store_dir
 from harness.environment import cpu_model
 from harness.leases import cpu_share
 from ios_core.ir import Graph
-from ios_core.workload import Workload
+from ios_core.workload import Workload, slug
 
 from . import cudnn, tuning
 from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig

@@ -1,0 +1,279 @@
+"""IOS as one call: :func:`plan` (or a :class:`Planner` for several steps) gives the schedule
+for a workload on a target, with everything the search policy decides kept here rather than
+in a caller: which cost model ranks stages (and which screens them), what their cache is keyed
+by, the kernel table shared by every timing, the in-situ choice among the DP's finalists,
+Greedy and Sequential, the NCHW/NHWC choice, and where a schedule and a layout choice are saved
+so that the same settings reuse them.
+
+    from ios_core.planner import PlanOptions, plan
+    sched, metrics = plan(Workload(graph, batch=1, device_name=...), TorchTarget("cuda", "fp32"),
+                          PlanOptions(schedule="ios-both"), store=Path("results"))
+
+A caller that shares its device with other work passes ``guard``: a context manager factory
+held around every timing (the harness passes its device lease)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .cost import AnalyticCostModel, CalibratedCostModel, CostCache, MeasuredCostModel, bounds
+from .passes import PASSES
+from .runtime import RUNTIMES, StageTimer, TorchTarget
+from .runtime.insitu import PartTimer
+from .runtime.kernels import KERNEL_MODES, KernelTable
+from .runtime.layout import time_layouts
+from .runtime.target import LAYOUT_CHOICES, faster_layout, parse_channels_last
+from .runtime.timer import TimingConfig, kernel_timer
+from .schedule import Schedule, greedy, optimize, sequential
+from .schedule.options import OptionError, SearchOptions, at_least, choose
+from .workload import Workload, slug
+
+COST_MODELS = ("auto", "measured", "calibrated", "analytic")
+#: graph passes on by default: each measured on/off on the H100 (BENCHMARKS.md, "IOS on the fastest kernels")
+DEFAULT_PASSES = ("fold_bias", "pool_conv")
+#: the options a saved schedule's file name hashes: changing one searches again
+SCHEDULE_KEYS = ("r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime", "streams",
+                 "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels", "passes")
+#: the options a saved layout choice's file name hashes
+LAYOUT_KEYS = ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes")
+#: the stage-cost cache's version: bump it when what a cached stage time means changes
+COST_CACHE_VERSION = "v3"
+
+Guard = Callable[[], contextlib.AbstractContextManager[Any]] | None
+
+
+@dataclass
+class PlanOptions(SearchOptions):
+    """The search's options plus how stages are costed and timed and how the model will run."""
+
+    cost_model: str = "auto"  # auto, measured, calibrated, analytic
+    select: bool = True  # time each part's candidates as they run (with Greedy's and Sequential's), keep the fastest
+    research: bool = False  # search again even when these settings' schedule is saved
+    runtime: str = "graph"  # graph, graph-stages, eager, ios-faithful
+    streams: str = "chains"  # chains (follow producers, avoid false dependencies) or stage-order (group j on stream j)
+    fuse: bool = True  # cuDNN conv+bias+ReLU on CUDA
+    passes: list[str] = field(default_factory=lambda: list(DEFAULT_PASSES))  # graph rewrites (ios_core.passes)
+    kernels: str = "auto"  # per conv: auto (time cuDNN and GEMM, keep the faster), cudnn, gemm
+    channels_last: str = "auto"  # auto (time both layouts on CUDA, keep the faster), true (NHWC), false (NCHW)
+    warmup: int = 2  # stage timing for the measured cost model: warmup replays,
+    number: int = 5  # copies per captured graph (each after an L2 flush),
+    repeat: int = 3  # and replays; the median of number x repeat samples
+    cold: bool = True  # flush L2 before each timed copy, as weights arrive in a model larger than L2
+
+    def check(self) -> None:
+        SearchOptions.check(self)
+        choose("cost_model", self.cost_model, COST_MODELS)
+        choose("runtime", self.runtime, RUNTIMES)
+        choose("streams", self.streams, ("chains", "stage-order"))
+        choose("kernels", self.kernels, KERNEL_MODES)
+        try:
+            parse_channels_last(self.channels_last)
+        except ValueError:
+            choose("channels_last", self.channels_last, LAYOUT_CHOICES)
+        for p in self.passes:
+            choose("passes", p, PASSES)
+        at_least(self, 1, "number", "repeat")
+
+    def digest(self, keys: tuple[str, ...], **more: Any) -> str:
+        """A short hash of the named options (and ``more``): part of a saved file's name."""
+        settings = json.dumps({**{k: getattr(self, k) for k in keys}, **more}, sort_keys=True, default=str)
+        return hashlib.sha1(settings.encode()).hexdigest()[:10]
+
+
+class CostModels(NamedTuple):
+    rank: Any  # the DP's cost model
+    screen: Any  # the model that screens parts first, or None
+    measured: MeasuredCostModel | None  # the timing model to close after use, or None
+
+
+class Planner:
+    """One workload's planning: the kernel table shared by the search's timings, the in-situ
+    choice and the final model; the cost models and their cache; saved schedules and layout
+    choices under ``store`` (nothing saved or reused without one)."""
+
+    def __init__(self, options: PlanOptions, store: Path | None = None, guard: Guard = None):
+        self.options, self.store, self.guard = options, store, guard
+        self._kernels: KernelTable | None = None
+
+    def kernel_table(self, target: TorchTarget) -> KernelTable:
+        if self._kernels is None:
+            timer = kernel_timer(target, guard=self.guard) if target.device.type == "cuda" else None
+            self._kernels = KernelTable(self.options.kernels, timer)
+        return self._kernels
+
+    def cost_models(self, target: TorchTarget, work: Workload) -> CostModels:
+        """``auto``: on CUDA, each part is screened with the calibrated model and solved with
+        the measured one where that times at most ``screen_limit`` stages; on the CPU the
+        analytic model ranks (timing thousands of stages there takes minutes) and the in-situ
+        selection decides."""
+        o = self.options
+        cuda = target.device.type == "cuda"
+        analytic = AnalyticCostModel(work.batch, "gpu" if cuda else "cpu",
+                                     itemsize=2 if work.precision in ("fp16", "bf16") else 4)
+        if o.cost_model == "analytic" or (o.cost_model == "auto" and not cuda):
+            return CostModels(analytic, None, None)
+        mode, captured = RUNTIMES[o.runtime]
+        timer = StageTimer(target, work.batch, mode, captured, o.warmup, o.number, o.repeat, o.fuse, o.cold,
+                           guard=self.guard, kernels=self.kernel_table(target))
+        import torch
+
+        context = (COST_CACHE_VERSION, work.device_name, torch.__version__, torch.backends.cudnn.version(),
+                   work.batch, work.precision, o.runtime, target.channels_last, o.fuse, o.number, o.repeat, o.cold,
+                   o.kernels, *sorted(o.passes))
+        path = self.store / "cache" / f"stage_costs-{slug(work.device_name)}.json" if self.store else None
+        measured = MeasuredCostModel(timer, CostCache(path), context)
+        calibrated = CalibratedCostModel(measured, analytic)
+        if o.cost_model == "calibrated":
+            return CostModels(calibrated, None, measured)
+        if o.cost_model == "auto":
+            return CostModels(measured, calibrated, measured)
+        return CostModels(measured, None, measured)
+
+    def _timers(self, target: TorchTarget, work: Workload) -> tuple[PartTimer | None, PartTimer | None]:
+        """In-situ timers: each part's candidates timed like stages (one more warmup replay, two
+        more replays), and the finalists timed as the model will run, replayed back to back."""
+        o = self.options
+        if not o.select:
+            return None, None
+        mode, captured = RUNTIMES[o.runtime]
+        timing = TimingConfig(o.warmup + 1, o.number, o.repeat + 2, o.cold and target.device.type == "cuda",
+                              guard=self.guard)
+        chains, kernels = o.streams == "chains", self.kernel_table(target)
+        part = PartTimer(work.graph, target, work.batch, mode, captured, timing, fuse=o.fuse,
+                         follow_chains=chains, kernels=kernels)
+        warm = TimingConfig(timing.warmup, timing.number, timing.repeat, cold=False, guard=self.guard)
+        whole = PartTimer(work.graph, target, work.batch, mode, captured, warm, fuse=o.fuse,
+                          follow_chains=chains, kernels=kernels)
+        return part, whole
+
+    def search(self, target: TorchTarget, work: Workload) -> tuple[Schedule, dict[str, float]]:
+        """The DP under the chosen cost models, then the in-situ choice; its statistics as metrics."""
+        models = self.cost_models(target, work)
+        part, whole = self._timers(target, work)
+        try:
+            sched = optimize(work, models.rank, self.options, screen=models.screen, measure_part=part,
+                             measure_whole=whole)
+        finally:
+            if models.measured is not None:
+                models.measured.close()
+        metrics = {f"search_{k}": float(v) for k, v in sched.stats.items()
+                   if isinstance(v, (int, float)) and k not in ("predicted_ms", "insitu_ms")}
+        metrics["predicted_ms"] = float(sched.stats["predicted_ms"])
+        if "insitu_ms" in sched.stats:
+            metrics["predicted_insitu_ms"] = float(sched.stats["insitu_ms"])
+        return sched, metrics
+
+    def _stem(self, work: Workload) -> Path | None:
+        if self.store is None:
+            return None
+        return (self.store / "schedules" / f"{work.graph.name}-{work.graph.hash()}" /
+                f"{slug(work.device_name)}-bs{work.batch}-{work.precision}")
+
+    def schedule_path(self, work: Workload, channels_last: bool) -> Path | None:
+        """Where these settings' schedule for this workload is saved (None without a store).
+        Every option that can change the searched schedule is in the name, as a short hash."""
+        stem, o = self._stem(work), self.options
+        if stem is None:
+            return None
+        extra = "" if o.schedule in ("sequential", "greedy") else \
+            f"-r{o.r}-s{o.s}-k{o.keep}-{o.digest(SCHEDULE_KEYS, channels_last=bool(channels_last))}"
+        return stem.with_name(f"{stem.name}-{o.schedule}{extra}.json")
+
+    def plan(self, target: TorchTarget, work: Workload) -> tuple[Schedule, dict[str, float]]:
+        """The schedule ``options.schedule`` asks for, made for ``work``: a baseline, the one
+        these settings saved before (unless ``research``; metric ``search_reused`` says which),
+        or a new search. Raises :class:`ScheduleError` for a saved schedule that does not fit."""
+        sched, metrics = self._find(target, work)
+        sched.batch, sched.device, sched.precision = work.batch, work.device_name, work.precision
+        return sched, metrics
+
+    def _find(self, target: TorchTarget, work: Workload) -> tuple[Schedule, dict[str, float]]:
+        o, graph = self.options, work.graph
+        if o.schedule == "sequential":
+            return sequential(graph), {}
+        if o.schedule == "greedy":
+            return greedy(graph, o.greedy_streams), {}
+        path = self.schedule_path(work, target.channels_last)
+        if path is not None and path.is_file() and not o.research:
+            sched = Schedule.load(path)
+            sched.check(graph)
+            metrics = {"search_reused": 1.0}
+            for k in ("predicted_ms", "insitu_ms"):
+                if k in sched.stats:
+                    metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
+            return sched, metrics
+        sched, metrics = self.search(target, work)
+        return sched, {**metrics, "search_reused": 0.0}
+
+    def annotate(self, sched: Schedule, channels_last: bool, passes: list[str] | None = None) -> None:
+        """Record in a schedule what it runs with (graph passes, layout, each conv's kernel), so
+        that a saved or exported schedule runs the same way elsewhere."""
+        sched.options["passes"] = list(self.options.passes if passes is None else passes)
+        kernels = self._kernels.choices if self._kernels is not None else {}
+        sched.stats.update(channels_last=channels_last, kernels=dict(sorted(kernels.items())))
+
+    def save(self, sched: Schedule, work: Workload, channels_last: bool) -> Path | None:
+        """Annotate and save a schedule where :meth:`plan` looks for it next time (None without
+        a store)."""
+        self.annotate(sched, channels_last)
+        path = self.schedule_path(work, channels_last)
+        if path is not None:
+            sched.to_json(path)
+        return path
+
+    def layout(self, work: Workload, device: str) -> tuple[bool, str, dict[str, float]]:
+        """(channels_last, how it was chosen, the layouts' times): forced by the option, NCHW on
+        the CPU, or on CUDA the faster of both layouts under Greedy, saved beside the schedules
+        so that a later plan with the same settings reuses the choice without timing."""
+        o = self.options
+        forced = parse_channels_last(o.channels_last)
+        if forced is not None:
+            return forced, "forced", {}
+        if device != "cuda":
+            return False, "default", {}
+        stem = self._stem(work)
+        path = stem.with_name(f"{stem.name}-layout-{o.digest(LAYOUT_KEYS)}.json") if stem else None
+        if path is not None and path.is_file() and not o.research:
+            try:
+                saved = json.loads(path.read_text())
+                times = {k: float(saved["ms"][k]) for k in ("nchw", "nhwc")}
+                return bool(saved["channels_last"]), "reused", times
+            except (ValueError, KeyError, TypeError):
+                pass  # a damaged choice file is timed again
+        mode, captured = RUNTIMES[o.runtime]
+        timing = TimingConfig(o.warmup + 1, o.number, o.repeat + 2, cold=False, guard=self.guard)
+        times = time_layouts(work.graph, work.batch, device, work.precision, mode=mode, captured=captured,
+                             fuse=o.fuse, follow_chains=o.streams == "chains", greedy_streams=o.greedy_streams,
+                             kernels=self.kernel_table, timing=timing)
+        channels_last = faster_layout(times) == "nhwc"
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"channels_last": channels_last, "ms": times}, indent=1))
+        return channels_last, "measured", times
+
+    def bounds(self, target: TorchTarget, work: Workload) -> dict[str, float]:
+        """Critical path and sum of ops under the configured cost model (comparable with predicted_ms)."""
+        models = self.cost_models(target, work)
+        try:
+            return bounds(work.graph, models.rank)
+        finally:
+            if models.measured is not None:
+                models.measured.close()
+
+
+def plan(work: Workload, target: TorchTarget, options: PlanOptions | None = None, *, store: Path | None = None,
+         guard: Guard = None) -> tuple[Schedule, dict[str, float]]:
+    """The schedule for ``work`` on ``target`` under ``options`` (checked first), and the
+    search's metrics; see :class:`Planner`."""
+    options = options or PlanOptions()
+    options.check()
+    return Planner(options, store, guard).plan(target, work)
+
+
+__all__ = ["COST_MODELS", "DEFAULT_PASSES", "CostModels", "OptionError", "PlanOptions", "Planner", "plan"]

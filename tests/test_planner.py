@@ -1,0 +1,77 @@
+"""ios_core's one call for a schedule (issue 28): a library user gets the searched, selected
+schedule with its cost models, cache and saved files chosen inside ios_core, no harness."""
+
+import json
+
+import pytest
+
+from ios_core.inputs import seeded_input
+from ios_core.interpreters.reference import reference_forward
+from ios_core.models import build_model
+from ios_core.planner import Planner, PlanOptions, plan
+from ios_core.runtime import ScheduledModel, TorchTarget
+from ios_core.schedule import OptionError, SearchOptions
+from ios_core.workload import Workload
+
+from .helpers import SMALL
+
+
+def _work():
+    return Workload(build_model("sample", **SMALL["sample"]), 2, "fp32", "cpu")
+
+
+def test_plan_searches_selects_and_the_schedule_runs():
+    work = _work()
+    held = []
+
+    class Guard:  # what a caller sharing the device passes: held around every timing
+        def __enter__(self):
+            held.append(1)
+
+        def __exit__(self, *exc):
+            return False
+
+    sched, metrics = plan(work, TorchTarget("cpu", "fp32"), PlanOptions(part_size=8), guard=Guard)
+    assert sched.algorithm == "ios-both" and sched.batch == 2 and sched.device == "cpu"
+    assert metrics["search_reused"] == 0.0 and metrics["search_parts"] >= 1
+    assert sched.stats["selection"]["final"] in ("selected", "dp", "greedy", "sequential")
+    assert len(held) >= metrics["search_parts"]  # every in-situ timing under the guard
+    x = seeded_input(work.graph, 2, 0)
+    y = ScheduledModel(work.graph, sched).run(x)
+    assert abs(y - reference_forward(work.graph, x)).max() < 1e-3
+
+
+def test_a_saved_plan_is_reused_and_any_search_option_searches_again(tmp_path):
+    work, target = _work(), TorchTarget("cpu", "fp32")
+    options = PlanOptions(part_size=8, select=False)
+    planner = Planner(options, tmp_path)
+    first, metrics = planner.plan(target, work)
+    path = planner.save(first, work, channels_last=False)
+    assert path is not None and path.is_relative_to(tmp_path / "schedules") and path.is_file()
+    assert json.loads(path.read_text())["options"]["passes"] == options.passes
+    again, metrics = Planner(options, tmp_path).plan(target, work)
+    assert metrics["search_reused"] == 1.0 and again.to_dict()["blocks"] == first.to_dict()["blocks"]
+    _, metrics = Planner(PlanOptions(part_size=8, select=False, research=True), tmp_path).plan(target, work)
+    assert metrics["search_reused"] == 0.0
+    other = Planner(PlanOptions(part_size=8, select=False, r=2), tmp_path)
+    assert other.schedule_path(work, False) != path
+    assert Planner(options).schedule_path(work, False) is None  # no store: nothing saved or reused
+
+
+def test_baselines_need_no_search():
+    work = _work()
+    for name in ("sequential", "greedy"):
+        sched, metrics = plan(work, TorchTarget("cpu", "fp32"), PlanOptions(schedule=name))
+        assert sched.algorithm == name and metrics == {}
+
+
+@pytest.mark.parametrize("options, message", [
+    (PlanOptions(schedule="ios"), r"^schedule='ios' is invalid; choose one of: sequential, greedy, ios-merge"),
+    (PlanOptions(cost_model="exact"), r"^cost_model='exact' is invalid"),
+    (PlanOptions(s=17), r"^s=17 is more streams per stage than the runtime keeps \(16\)"),
+    (PlanOptions(number=0), r"^number=0 must be >= 1"),
+    (SearchOptions(search_workers=-1), r"^search_workers=-1 must be >= 0"),
+])
+def test_an_option_out_of_range_is_named_once(options, message):
+    with pytest.raises(OptionError, match=message):
+        options.check()
