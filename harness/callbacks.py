@@ -7,7 +7,6 @@ survive Ctrl-C (clock reset, records, KILLED) lives in the runner, not here."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -17,25 +16,12 @@ from hydra.experimental.callback import Callback
 
 from . import faults, sweeps
 from .config import ConfigError
+from .environment import sweep_device
+from .lifecycle import THIS, Sweep
 from .store import StoreError
 from .tracking import Tracker, mlflow_available, store_of
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
-ACTIVE: dict[str, str] = {}  # the sweep this process started and has not ended (results_dir, sweep_id)
-ENDED: dict[str, int] = {}  # the sweep this process ended: how many of its jobs did not finish
-
-
-def end_unfinished_sweep() -> None:
-    """End a sweep whose end callback never ran (Hydra raised between start and end)."""
-    if not ACTIVE:
-        return
-    state = sweeps.read_state(ACTIVE["results_dir"], ACTIVE["sweep_id"]) or {}
-    if state.get("status") == "RUNNING" and state.get("pid") == os.getpid():
-        sweeps.end(ACTIVE["results_dir"], ACTIVE["sweep_id"], "FAILED")
-        sweeps.close_parents(ACTIVE["results_dir"])
-    ACTIVE.clear()
-
-
 def job_sweep_info(hydra_sweep_dir: str) -> dict[str, Any]:
     """The sweep a job belongs to, as its callback wrote it (any launcher, any process)."""
     try:
@@ -57,10 +43,15 @@ def _identity(config: Any) -> dict[str, str]:
     """The sweep's id, name and command (with the launcher overrides it ran under)."""
     launcher = [o for o in config.hydra.overrides.hydra if o.startswith(("hydra/launcher=", "hydra.launcher."))]
     return sweeps.sweep_identity(list(config.hydra.overrides.task), config.tracking.results_dir,
-                                 sweeps.sweep_device(config), launcher)
+                                 sweep_device(config), launcher)
 
 
 class SweepCallback(Callback):
+    """Owns the :class:`~harness.lifecycle.Sweep` of the multirun Hydra runs (one callback object
+    sees both its start and its end)."""
+
+    sweep: Sweep | None = None
+
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         results_dir = config.tracking.results_dir
         info = _identity(config)
@@ -74,7 +65,7 @@ class SweepCallback(Callback):
             print(f"error: {exc}", file=sys.stderr)  # callback's Exception into a warning, not a SystemExit
             raise SystemExit(2) from None
         faults.point("sweep.started")
-        ACTIVE.update(results_dir=str(results_dir), sweep_id=info["sweep_id"])
+        self.sweep = THIS.sweep = Sweep(str(results_dir), info["sweep_id"])
         Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
         (Path(config.hydra.sweep.dir) / INFO_FILE).write_text(json.dumps(info))
         if not tracking["enabled"] or not mlflow_available():
@@ -88,7 +79,7 @@ class SweepCallback(Callback):
             faults.point("sweep.parent")
         except StoreError as exc:  # a half-made store: fixed first, nothing measured, no trace of this attempt
             sweeps.restore(results_dir, info["sweep_id"], before)
-            ACTIVE.clear()
+            self.sweep.ended = True  # nothing of it is left to end
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
         except Exception as exc:  # store down: jobs keep records; upload creates the parent later
@@ -99,10 +90,12 @@ class SweepCallback(Callback):
         results_dir = config.tracking.results_dir
         info = _identity(config)
         state = sweeps.end(results_dir, info["sweep_id"]) or {}
-        ACTIVE.clear()
+        sweep = self.sweep or Sweep(str(results_dir), info["sweep_id"])
+        sweep.ended = True
+        THIS.sweep = sweep
         faults.point("sweep.ended")
         jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))
-        ENDED["failed"] = sum(j["status"] not in sweeps.DONE for j in jobs)
+        sweep.failed = sum(j["status"] not in sweeps.DONE for j in jobs)
         _launcher_summary(config, results_dir, info, state)
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")

@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from .config import ConfigError, conf_dir, hydra_error_line
+from .lifecycle import THIS
 
-_failures: list[str] = []
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 
 
@@ -72,10 +72,10 @@ def _task(cfg: Any) -> str:
         from . import sweeps  # one bad combination does not end the sweep: it is recorded FAILED
 
         sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, str(exc))
-        _failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
+        THIS.failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
         return "FAILED"
     if record.status != "FINISHED":
-        _failures.append(record.summary or record.status)
+        THIS.failures.append(record.summary or record.status)
         if not multirun:
             sys.exit(1)
     return record.status
@@ -180,8 +180,6 @@ def main(argv: list[str] | None = None) -> None:
     app = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(_task)
     debug = bool(os.environ.get("HARNESS_DEBUG"))
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing its own report
-    from .callbacks import end_unfinished_sweep
-
     try:
         app()
     except Exception as exc:  # composition errors (typos, bad values): one line, exit 2
@@ -190,11 +188,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {hydra_error_line(exc)} (--debug for the full traceback)", file=sys.stderr)
         sys.exit(2)
     finally:  # a sweep Hydra abandoned before its end callback (a bad swept value) is ended FAILED
-        end_unfinished_sweep()
-    from .callbacks import ENDED
-
+        THIS.end_unfinished()
     # jobs a launcher ran in other processes (Submitit) failed there: the sweep's records count them
-    failed = max(len(_failures), ENDED.get("failed", 0))
+    failed = THIS.failed()
     if failed:
         print(f"{failed} run(s) failed", file=sys.stderr)
         sys.exit(1)

@@ -6,9 +6,10 @@ import os
 import platform
 import subprocess
 from importlib import metadata
+from typing import Any
 
-from .clocks import nvml_index, nvml_text
-from .config import PACKAGE_DIR
+from .clocks import load_nvml, nvml_index, nvml_text
+from .config import PACKAGE_DIR, ConfigError
 
 
 def _version(dist: str) -> str:
@@ -78,3 +79,46 @@ def capture(device: str, nvml=None, index: int = 0) -> dict[str, str]:
         env["cuda_visible_devices"] = visible
     env.update(git_state())
     return env
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda was asked for but no CUDA GPU is available "
+                          "(torch.cuda.is_available() is False); use device=cpu or device=auto")
+    return requested
+
+
+def device_of_record(record: Any) -> str:
+    """A record's device (its tags), as sweeps compare jobs across attempts: ``cuda:<GPU name>``."""
+    tags = record.tags
+    if tags.get("device") == "cuda":
+        return "cuda:" + tags.get("torch_device_name", tags.get("gpu_name", "unknown"))
+    return "cpu:" + tags.get("cpu_model", "unknown")
+
+
+def sweep_device(config: Any) -> str:
+    """The device a sweep's base config names (``device`` swept per job leaves it at its default);
+    the requested name where it cannot be resolved (the job then says why)."""
+    kind = str(getattr(config.device.type, "value", config.device.type))
+    try:
+        return current_device({"device": {"type": kind, "index": int(config.device.index)}})
+    except Exception:
+        return kind
+
+
+def current_device(plain: dict[str, Any]) -> str:
+    """The device this job would run on, named as :func:`device_of_record` names it."""
+    kind = resolve_device(plain["device"]["type"])
+    if kind == "cuda":  # NVML first: no CUDA context in the sweep's own process
+        nvml = load_nvml()
+        if nvml is not None:
+            index = nvml_index(nvml, int(plain["device"]["index"]))
+            return "cuda:" + nvml_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index)))
+        import torch
+
+        return "cuda:" + torch.cuda.get_device_name(int(plain["device"]["index"]))
+    return "cpu:" + cpu_model()

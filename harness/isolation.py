@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .lifecycle import THIS
+
 
 @dataclass
 class Outcome:
@@ -33,10 +35,6 @@ class Interrupted(BaseException):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
         self.partial = partial
-
-
-#: set in the measuring child: the parent asks it to stop timing and report what it has
-STOP: Any = None
 
 
 def _die_with_parent() -> None:
@@ -59,8 +57,7 @@ def _die_with_parent() -> None:
 
 
 def _child(conn, fn, arg, stop=None) -> None:
-    global STOP
-    STOP = stop
+    THIS.stop = stop  # the parent asks it to stop timing and report what it has
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the child itself
     try:

@@ -26,8 +26,8 @@ from .clocks import ClockLock, load_nvml, nvml_index
 from .config import BenchConfig, ClockLockMode, ConfigError, default_backend, hydra_error_line, validate
 from .isolation import Interrupted, Outcome, run_inline, run_isolated
 from .plugins import get_backend, label_options
-from .protocol import Measurement, measure
-from .record import Record, Status
+from .protocol import measure
+from .record import Measurement, Record, Status
 from .tracking import deliver, flatten, records_dir, save_record
 
 

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from . import leases
+from .clocks import load_nvml, nvml_text, visible_gpus
+from .config import ConfigError
+from .lifecycle import THIS
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +53,6 @@ def resolve(devices: int, cpu_workers: int, jobs: int, gpus: list[dict[str, Any]
 
 
 def _describe(nvml: Any, handle: Any, given: str) -> dict[str, Any]:
-    from .clocks import nvml_text
-
     uuid = nvml_text(nvml.nvmlDeviceGetUUID(handle))
     return {"id": uuid, "index": int(nvml.nvmlDeviceGetIndex(handle)), "uuid": uuid,
             "name": nvml_text(nvml.nvmlDeviceGetName(handle)), "given": given}
@@ -63,9 +64,6 @@ def find_gpus(spec: Any, device_type: str, limit: int = 0, nvml: Any = None) -> 
     CUDA's order and NVML's cannot disagree). ``spec`` is ``all`` (the GPUs visible to this
     process; none for a CPU sweep) or a comma-separated list of indexes or UUIDs; ``limit`` keeps
     the first ones. A GPU that is not there is a one-line error naming the ones that are."""
-    from .clocks import load_nvml, visible_gpus
-    from .config import ConfigError
-
     if not isinstance(spec, (str, int)):  # a list: hydra.launcher.gpus=[0,1]
         spec = ",".join(str(g) for g in spec)
     spec = str(spec).strip()
@@ -94,15 +92,12 @@ def find_gpus(spec: Any, device_type: str, limit: int = 0, nvml: Any = None) -> 
     return found[:limit] if limit > 0 else found
 
 
-_BUSY: list[bool] = [False]  # this worker runs a job (a Ctrl-C then interrupts it)
-
-
 def _worker_init() -> None:
     """Ctrl-C reaches every worker; one running a job is interrupted (the job records itself
     KILLED), an idle one ignores it and is ended by the pool's shutdown (raising there would
     print the pool's traceback, and a worker that dies breaks the pool for the running jobs)."""
     def on_sigint(signum: int, frame: Any) -> None:
-        if _BUSY[0]:
+        if THIS.busy:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
@@ -123,7 +118,7 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
     os.environ.update(env)
     broker = leases._client()
     assert broker is not None
-    _BUSY[0] = True
+    THIS.busy = True
     try:
         device = broker.start(job)
         with open_dict(sweep_config):
@@ -138,7 +133,7 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
         return _picklable(ret)
     finally:
         broker.finish(job)
-        _BUSY[0] = False
+        THIS.busy = False
 
 
 def _picklable(ret: Any) -> Any:
@@ -255,9 +250,6 @@ def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], signum: int = si
     """Ctrl-C or SIGTERM: jobs not started are dropped, running ones are interrupted (each records
     itself KILLED, as under the basic launcher), the workers are ended and the sweep is ended
     KILLED; one line, exit 128 + the signal. A second Ctrl-C does not break this."""
-    from . import sweeps
-    from .callbacks import ACTIVE
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for future in futures:
@@ -271,9 +263,8 @@ def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], signum: int = si
         for proc in procs:
             proc.terminate()
     pool.shutdown(wait=not stuck, cancel_futures=True)
-    if ACTIVE:
-        sweeps.end(ACTIVE["results_dir"], ACTIVE["sweep_id"], "KILLED")
-        sweeps.close_parents(ACTIVE["results_dir"])
+    if THIS.sweep is not None:
+        THIS.sweep.end("KILLED")
     print("interrupted: the load-aware sweep stopped; finished and interrupted jobs keep their records "
           "(rerun the command to resume)", file=sys.stderr, flush=True)
     raise SystemExit(128 + signum)

@@ -22,11 +22,14 @@ from ios_core.interpreters import reference_forward
 from ios_core.ir import Graph
 from ios_core.models import build_model
 
+from . import environment
 from .backend import Backend, BackendError, Prepared
 from .clocks import ClockSampler, load_nvml, nvml_index
-from .config import ConfigError
+from .environment import resolve_device
 from .leases import exclusive
+from .lifecycle import THIS
 from .plugins import check_runnable, get_backend
+from .record import Measurement
 from .stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
 
 # max |out - ref| / max |ref| allowed per precision
@@ -35,17 +38,6 @@ TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 3e-2, "bf16": 8e-2}
 
 class CorrectnessError(BackendError):
     pass
-
-
-def resolve_device(requested: str) -> str:
-    import torch
-
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda was asked for but no CUDA GPU is available "
-                          "(torch.cuda.is_available() is False); use device=cpu or device=auto")
-    return requested
 
 
 def relative_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
@@ -65,9 +57,7 @@ STOP_REASONS = {"ci": "the median's 95% CI reached its target", "time": "runner.
 
 def _stopped() -> bool:
     """The parent was interrupted: end now and report what was measured."""
-    from . import isolation
-
-    return isolation.STOP is not None and isolation.STOP.is_set()
+    return THIS.stopping()
 
 
 def _warmup(infer: Any, handle: Any, r: dict[str, Any]) -> None:
@@ -166,24 +156,6 @@ def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[
 
 
 @dataclass
-class Measurement:
-    """What one measurement produced; it crosses from the measuring child to the parent pickled,
-    and the parent copies it into the run's record (:meth:`harness.record.Record.take`), also
-    when an interrupt cut it short."""
-
-    metrics: dict[str, float]
-    env: dict[str, str]
-    params: dict[str, Any]
-    artifacts: dict[str, str]
-    notes: list[str]
-    latencies_ms: list[float]
-    gpu_latencies_ms: list[float]
-    device: str
-    display_name: str
-    graph_hash: str
-
-
-@dataclass
 class _Prepared:
     graph: Graph
     backend: Backend
@@ -199,7 +171,6 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> Measurement:
     against the float64 reference, time it, then the optional per-op profile and trace."""
     import torch
 
-    from . import environment
 
     r = cfg["runner"]
     torch.manual_seed(r["seed"])
@@ -307,8 +278,7 @@ def _time(cfg: dict[str, Any], p: _Prepared, nvml: Any, clock_target_mhz: float,
             host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x)
         finally:
             sampler.stop()
-    from . import isolation
-    if isolation.STOP is not None and isolation.STOP.is_set():
+    if THIS.stopping():
         metrics["interrupted"] = 1.0  # the statistics below cover the samples taken until then
     mask = sampler.throttled_mask(stamps, float(clock_target_mhz or 0))
     kept = [h for h, m in zip(host, mask) if not m]

@@ -13,10 +13,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from .protocol import Measurement
+from typing import Any, Literal
 
 Status = Literal["RUNNING", "FINISHED", "FAILED", "KILLED"]
 
@@ -24,6 +21,24 @@ Status = Literal["RUNNING", "FINISHED", "FAILED", "KILLED"]
 def now() -> str:
     """The records' time stamps: ISO 8601 in UTC (MLflow's start and end times are read from them)."""
     return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class Measurement:
+    """What one measurement produced; it crosses from the measuring child to the parent pickled,
+    and the parent copies it into the run's record (:meth:`harness.record.Record.take`), also
+    when an interrupt cut it short."""
+
+    metrics: dict[str, float]
+    env: dict[str, str]
+    params: dict[str, Any]
+    artifacts: dict[str, str]
+    notes: list[str]
+    latencies_ms: list[float]
+    gpu_latencies_ms: list[float]
+    device: str
+    display_name: str
+    graph_hash: str
 
 
 @dataclass(kw_only=True)

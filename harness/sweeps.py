@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import faults
+from .environment import current_device, device_of_record
 from .record import Record
 from .stats import judge_speedup, quality_flags
 from .tracking import records_dir, write_json
@@ -216,42 +217,6 @@ def code_version() -> str:
     except metadata.PackageNotFoundError:
         version = "unknown"
     return f"{version}+{g['git_commit'][:12]}" + ("-dirty" if g["git_dirty"] == "true" else "")
-
-
-def device_of_record(record: Record) -> str:
-    tags = record.tags
-    if tags.get("device") == "cuda":
-        return "cuda:" + tags.get("torch_device_name", tags.get("gpu_name", "unknown"))
-    return "cpu:" + tags.get("cpu_model", "unknown")
-
-
-def sweep_device(config: Any) -> str:
-    """The device a sweep's base config names (``device`` swept per job leaves it at its default);
-    the requested name where it cannot be resolved (the job then says why)."""
-    kind = str(getattr(config.device.type, "value", config.device.type))
-    try:
-        return current_device({"device": {"type": kind, "index": int(config.device.index)}})
-    except Exception:
-        return kind
-
-
-def current_device(plain: dict[str, Any]) -> str:
-    """The device this job would run on, named as :func:`device_of_record` names it."""
-    from .environment import cpu_model
-    from .protocol import resolve_device
-
-    kind = resolve_device(plain["device"]["type"])
-    if kind == "cuda":  # NVML first: no CUDA context in the sweep's own process
-        from .clocks import load_nvml, nvml_index, nvml_text
-
-        nvml = load_nvml()
-        if nvml is not None:
-            index = nvml_index(nvml, int(plain["device"]["index"]))
-            return "cuda:" + nvml_text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index)))
-        import torch
-
-        return "cuda:" + torch.cuda.get_device_name(int(plain["device"]["index"]))
-    return "cpu:" + cpu_model()
 
 
 def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any], record: Record) -> None:
