@@ -46,6 +46,13 @@ PRESET_GROUPS = ("model", "backend", "device", "runner", "tracking")
 
 def to_plain(cfg: Any) -> dict[str, Any]:
     """Any config form (BenchConfig, DictConfig, dict) -> a validated plain dict."""
+    return checked(cfg)[1]
+
+
+def checked(cfg: Any) -> tuple[BenchConfig, dict[str, Any]]:
+    """Any config form (BenchConfig, DictConfig, dict) -> the validated typed config (what the
+    measuring child and the protocol use; the backend's own dataclass inside) and the same as a
+    plain dict (what the record, MLflow and the sweep's index keep)."""
     if isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is not BenchConfig:  # made without the schema
         cfg = OmegaConf.to_container(cfg)
     if isinstance(cfg, dict):  # from Python: apply the schema and the backend's dataclass defaults
@@ -66,7 +73,7 @@ def to_plain(cfg: Any) -> dict[str, Any]:
     if (not OmegaConf.is_missing(cfg, "model") and OmegaConf.select(cfg, "model.name") == "onnx"
             and not OmegaConf.select(cfg, "model.params.path")):
         raise ConfigError("model=onnx needs the file: add model.params.path=/abs/net.onnx")
-    validate(cfg)  # every group's value checks, as the typed config is made
+    typed = validate(cfg)  # every group's value checks, as the typed config is made
     plain = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     backend = plain["backend"]["name"]  # its values were checked above; `+backend.mdoe=x` slips past those
     get_backend(backend).config_class.check_keys(plain["backend"].keys(), backend)
@@ -87,7 +94,8 @@ def to_plain(cfg: Any) -> dict[str, Any]:
             build_model(model["name"], **model["params"])  # only by building: under a second on the CPU
     except GraphError as exc:
         raise ConfigError(str(exc)) from None
-    return plain
+    typed.tracking.results_dir = plain["tracking"]["results_dir"]  # resolved above
+    return typed, plain
 
 
 def _input_files(plain: dict[str, Any]) -> dict[str, str]:
@@ -149,12 +157,12 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         cfg = compose(overrides)
     elif cfg is None:
         cfg = compose([])
-    plain = to_plain(cfg)
+    typed, plain = checked(cfg)
     tr = plain["tracking"]
     tracking = {"enabled": tr["enabled"], "uri": tr["uri"],  # empty: the store beside wherever the record is
                 "experiment": tr["experiment"], **(sweep or {})}
     try:  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
-        label = get_backend(plain["backend"]["name"])(plain["backend"]).label()
+        label = get_backend(typed.backend.name)(typed.backend).label()
     except Exception:
         label = plain["backend"]["name"]
     run_name = variant_name(plain, label, plain["device"]["type"], sweep)
@@ -163,7 +171,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         if earlier is not None:
             return earlier
     record = Record.new(plain, tracking, run_name)
-    outcome, interrupted = _measure_locked(plain, record)
+    outcome, interrupted = _measure_locked(typed, record)
     status, line, label = _take_outcome(record, plain, outcome, interrupted, label, sweep)
     waited = _lease_accounting(record)
     if waited >= 1.0:  # the optimization cost and the run's time include it
@@ -217,15 +225,15 @@ def _take_outcome(record: Record, plain: dict[str, Any], outcome: Outcome, inter
     return status, line, label
 
 
-def _measure_locked(plain: dict[str, Any], record: Record) -> tuple[Outcome, Interrupted | None]:
+def _measure_locked(cfg: BenchConfig, record: Record) -> tuple[Outcome, Interrupted | None]:
     """The measurement (in its child process unless ``runner.isolate=false``) with the GPU's clock
     locked as asked and always reset; an interrupt or a refused lock becomes an outcome."""
-    runner, dev = plain["runner"], plain["device"]
+    runner, dev = cfg.runner, cfg.device
     lock = None
-    if dev["lock_clocks"] != ClockLockMode.off.value:
+    if dev.lock_clocks != ClockLockMode.off:
         nvml = load_nvml()
-        lock = ClockLock(nvml, nvml_index(nvml, int(dev["index"])), dev["clock"],
-                         required=dev["lock_clocks"] == ClockLockMode.required.value)
+        lock = ClockLock(nvml, nvml_index(nvml, dev.index), dev.clock,
+                         required=dev.lock_clocks == ClockLockMode.required)
     interrupted: Interrupted | None = None
     try:
         with _sigterm_raises():
@@ -234,8 +242,8 @@ def _measure_locked(plain: dict[str, Any], record: Record) -> tuple[Outcome, Int
                 target_mhz = float(lock.locked_mhz or 0)
                 record.tags["clock_locked_mhz"] = str(lock.locked_mhz)
             job = functools.partial(measure, clock_target_mhz=target_mhz)  # picklable for the spawned child
-            outcome = (run_isolated(job, plain, runner["timeout_s"]) if runner["isolate"]
-                       else run_inline(job, copy.deepcopy(plain)))  # measure fills in defaults
+            outcome = (run_isolated(job, cfg, runner.timeout_s) if runner.isolate  # the typed config, pickled
+                       else run_inline(job, copy.deepcopy(cfg)))  # measure fills in the store
     except (KeyboardInterrupt, Interrupted) as exc:
         interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
         outcome = Outcome(False, None, f"interrupted by {interrupted}")

@@ -25,6 +25,7 @@ from ios_core.models import build_model
 from . import environment
 from .backend import Backend, BackendError, Prepared
 from .clocks import ClockSampler, load_nvml, nvml_index
+from .config import BenchConfig, RunnerConfig
 from .environment import resolve_device
 from .leases import exclusive
 from .lifecycle import THIS
@@ -60,28 +61,28 @@ def _stopped() -> bool:
     return THIS.stopping()
 
 
-def _warmup(infer: Any, handle: Any, r: dict[str, Any]) -> None:
+def _warmup(infer: Any, handle: Any, r: RunnerConfig) -> None:
     """At least ``warmup_iters`` inferences and ``warmup_time_s`` seconds (a bar past a few seconds)."""
     from ios_core.progress import Progress
 
-    t_end = time.perf_counter() + r["warmup_time_s"]
+    t_end = time.perf_counter() + r.warmup_time_s
     i = 0
-    with Progress("warmup", r["warmup_time_s"], "s", interval=5.0) as bar:
+    with Progress("warmup", r.warmup_time_s, "s", interval=5.0) as bar:
         t0 = time.perf_counter()
-        while (i < r["warmup_iters"] or time.perf_counter() < t_end) and not _stopped():
+        while (i < r.warmup_iters or time.perf_counter() < t_end) and not _stopped():
             infer(handle)
             i += 1
             if i % 16 == 0:
                 bar.to(time.perf_counter() - t0, iterations=i)
 
 
-def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[float], list[float], str]:
+def _timed_loop(prep, handle, r: RunnerConfig, sampler, x=None) -> tuple[list[float], list[float], list[float], str]:
     """Warmup, then timed iterations; returns host ms, event ms, start stamps and why it stopped
     (a key of STOP_REASONS). Long phases show a live line (a status line when not on a terminal).
     With ``runner.include_transfers`` each iteration also copies the input ``x`` to the device
     and the output back to the host."""
     infer, sync = prep.infer, prep.synchronize
-    if r.get("include_transfers") and x is not None:
+    if r.include_transfers and x is not None:
         def infer(_handle, _infer=prep.infer):
             return prep.to_numpy(_infer(prep.load_input(x)))
     from ios_core.progress import Progress
@@ -95,7 +96,7 @@ def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[flo
     host, gpu, stamps = [], [], []
     start = time.perf_counter()
     reason, last_check = "time", -1.0
-    bar = Progress("measure", r["max_time_s"], "s", interval=5.0)
+    bar = Progress("measure", r.max_time_s, "s", interval=5.0)
     while True:
         sync()
         t0 = time.perf_counter_ns()
@@ -111,18 +112,18 @@ def _timed_loop(prep, handle, r, sampler, x=None) -> tuple[list[float], list[flo
         if events is not None:
             gpu.append(events[0].elapsed_time(events[1]))
         n, elapsed = len(host), time.perf_counter() - start
-        if n >= r["max_iters"] or elapsed >= r["max_time_s"] or _stopped():
-            reason = "interrupted" if _stopped() else ("iters" if n >= r["max_iters"] else "time")
-            if reason != "interrupted" and n >= r["min_iters"] and \
-                    ci_rel_halfwidth(np.array(host)) <= r["ci_rel_target"]:
+        if n >= r.max_iters or elapsed >= r.max_time_s or _stopped():
+            reason = "interrupted" if _stopped() else ("iters" if n >= r.max_iters else "time")
+            if reason != "interrupted" and n >= r.min_iters and \
+                    ci_rel_halfwidth(np.array(host)) <= r.ci_rel_target:
                 reason = "ci"  # the cap came, but the CI target was met by then
             break
         # the CI sorts every sample: checked every 16 (and at min_iters), at most every 0.1 s past 4096
-        if (n % 16 == 0 or n == r["min_iters"]) and (n <= 4096 or elapsed - last_check >= 0.1):
+        if (n % 16 == 0 or n == r.min_iters) and (n <= 4096 or elapsed - last_check >= 0.1):
             last_check = elapsed
             ci = ci_rel_halfwidth(np.array(host))
-            bar.to(elapsed, samples=n, ci=f"+-{100 * ci:.2f}% (target {100 * r['ci_rel_target']:.2f}%)")
-            if n >= r["min_iters"] and elapsed >= r["min_time_s"] and ci <= r["ci_rel_target"]:
+            bar.to(elapsed, samples=n, ci=f"+-{100 * ci:.2f}% (target {100 * r.ci_rel_target:.2f}%)")
+            if n >= r.min_iters and elapsed >= r.min_time_s and ci <= r.ci_rel_target:
                 reason = "ci"
                 break
     bar.close()
@@ -133,20 +134,20 @@ NOISY_CV = 0.10  # a coefficient of variation above this, or a CI half-width abo
 NOISY_CI = 0.02
 
 
-def notes_on(metrics: dict[str, float], reason: str, r: dict[str, Any]) -> list[str]:
+def notes_on(metrics: dict[str, float], reason: str, r: RunnerConfig) -> list[str]:
     """What the reader of a number must know: why measuring stopped when not at the CI target,
     and whether the samples were noisy or throttled."""
     notes = []
     ci = metrics.get("latency_ci_rel_halfwidth", 0.0)
     if reason != "ci":
         notes.append(f"stopped: {STOP_REASONS[reason]} before the CI target (CI +-{100 * ci:.2f}%, "
-                     f"target +-{100 * r['ci_rel_target']:.2f}%)")
+                     f"target +-{100 * r.ci_rel_target:.2f}%)")
     if metrics.get("latency_cv", 0.0) > NOISY_CV or ci > NOISY_CI:
         notes.append(f"noisy: CV {100 * metrics.get('latency_cv', 0.0):.1f}%, CI +-{100 * ci:.2f}% of the median")
     n = int(metrics.get("samples", 0))
-    short = missing_percentiles(n, tuple(r.get("percentiles", ())))
+    short = missing_percentiles(n, tuple(r.percentiles))
     if short:
-        most = max(need for p in r.get("percentiles", ()) if (need := min_samples(float(p))) > n)
+        most = max(need for p in r.percentiles if (need := min_samples(float(p))) > n)
         notes.append(f"tails left out ({metrics.get('samples', 0):.0f} samples): {', '.join(short)} "
                      f"(runner.min_iters={most} gets them)")
     if metrics.get("throttled_samples_dropped", 0.0) > 0 or metrics.get("throttle_reasons_mask", 0.0) > 0:
@@ -166,17 +167,18 @@ class _Prepared:
     out: Any
 
 
-def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> Measurement:
-    """Run one measurement from a plain-dict config: prepare the backend, check its output
-    against the float64 reference, time it, then the optional per-op profile and trace."""
+def measure(cfg: BenchConfig, clock_target_mhz: float = 0.0) -> Measurement:
+    """Run one measurement of a validated config (the parent's, pickled to the measuring child):
+    prepare the backend, check its output against the float64 reference, time it, then the
+    optional per-op profile and trace."""
     import torch
 
 
-    r = cfg["runner"]
-    torch.manual_seed(r["seed"])
+    r = cfg.runner
+    torch.manual_seed(r.seed)
     metrics: dict[str, float] = {}
     p = _prepare(cfg, metrics)
-    if p.prep.check_output and r["check_samples"] > 0:
+    if p.prep.check_output and r.check_samples > 0:
         _check_output(cfg, p, metrics)
     nvml = load_nvml() if p.device == "cuda" else None
     host, gpu, reason = _time(cfg, p, nvml, clock_target_mhz, metrics)
@@ -184,19 +186,19 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> Measurement:
     _prediction_errors(metrics)
     artifacts = dict(p.prep.artifacts)
     label = p.prep.display_name or p.backend.label()
-    if r.get("profile_ops"):
+    if r.profile_ops:
         from .profiling import profile_ops
 
-        op_metrics, op_files = profile_ops(p.graph, p.device, cfg["precision"], int(cfg["batch"]))
+        op_metrics, op_files = profile_ops(p.graph, p.device, cfg.precision.value, cfg.batch)
         metrics.update(op_metrics)
         artifacts.update(op_files)
-    if r.get("trace"):
+    if r.trace:
         from .tracing import trace_run
 
         trace_metrics, trace_files = trace_run(p.prep, p.handle, p.device, f"{p.graph.name} {label}")
         metrics.update(trace_metrics)
         artifacts.update(trace_files)
-    env = environment.capture(p.device, nvml, int(cfg["device"]["index"]))
+    env = environment.capture(p.device, nvml, cfg.device.index)
     env.update({f"lib_{k}": v for k, v in type(p.backend).versions().items()})
     if p.prep.device_name:
         env["backend_device"] = p.prep.device_name
@@ -207,19 +209,18 @@ def measure(cfg: dict[str, Any], clock_target_mhz: float = 0.0) -> Measurement:
                        graph_hash=p.graph.hash())
 
 
-def _prepare(cfg: dict[str, Any], metrics: dict[str, float]) -> _Prepared:
+def _prepare(cfg: BenchConfig, metrics: dict[str, float]) -> _Prepared:
     """Build the model, prepare the backend (its time is the optimization cost), make one call."""
-    device = resolve_device(cfg["device"]["type"])
-    backend_cls = get_backend(cfg["backend"]["name"])
+    device = resolve_device(cfg.device.type.value)
+    backend_cls = get_backend(cfg.backend.name)
     check_runnable(backend_cls.name, device, ready=False)  # the backend's own prepare says what else it lacks
     t = time.perf_counter()
-    graph = build_model(cfg["model"]["name"], **cfg["model"].get("params", {}))
+    graph = build_model(cfg.model.name, **cfg.model.params)
     metrics["model_build_s"] = time.perf_counter() - t
-    batch, precision = int(cfg["batch"]), cfg["precision"]
-    if "store" in cfg["backend"] and not cfg["backend"]["store"]:
-        # schedules, cost caches, tuning databases: under the run's results folder unless named
-        cfg["backend"]["store"] = str(cfg["tracking"]["results_dir"])
-    backend = backend_cls(cfg["backend"])
+    batch, precision = cfg.batch, cfg.precision.value
+    if not cfg.backend.store:  # schedules, cost caches, tuning databases: under the run's results folder
+        cfg.backend.store = str(cfg.tracking.results_dir)
+    backend = backend_cls(cfg.backend)  # the run's backend object, made here in the measuring child
 
     from ios_core.progress import Heartbeat
 
@@ -232,7 +233,7 @@ def _prepare(cfg: dict[str, Any], metrics: dict[str, float]) -> _Prepared:
         metrics["optimization_cost_s"] = time.perf_counter() - t
         metrics.update(prep.metrics)
 
-        x = seeded_input(graph, batch, cfg["runner"]["seed"])
+        x = seeded_input(graph, batch, cfg.runner.seed)
         t = time.perf_counter()
         handle = prep.load_input(x)
         prep.synchronize()
@@ -244,16 +245,16 @@ def _prepare(cfg: dict[str, Any], metrics: dict[str, float]) -> _Prepared:
     return _Prepared(graph, backend, prep, device, x, handle, out)
 
 
-def _check_output(cfg: dict[str, Any], p: _Prepared, metrics: dict[str, float]) -> None:
+def _check_output(cfg: BenchConfig, p: _Prepared, metrics: dict[str, float]) -> None:
     """The first call's output against the float64 reference, within the precision's tolerance."""
-    precision = cfg["precision"]
-    k = min(int(cfg["batch"]), cfg["runner"]["check_samples"])
+    precision = cfg.precision.value
+    k = min(cfg.batch, cfg.runner.check_samples)
     ref = reference_forward(p.graph, p.x[:k])
     got = p.prep.to_numpy(p.out)[:k]
     abs_err, rel = relative_error(got, ref)
     metrics.update(max_abs_error=abs_err, max_rel_error=rel)
     tol = TOLERANCE[precision]
-    if cfg["model"]["name"] == "onnx":  # the file's weights may wash the input out (zoo weights do not)
+    if cfg.model.name == "onnx":  # the file's weights may wash the input out (zoo weights do not)
         blind = reference_forward(p.graph, np.zeros_like(p.x[:k]))
         sens = float(np.abs(ref - blind).max() / max(float(np.abs(ref).max()), 1e-12))
         metrics["check_input_sensitivity"] = sens
@@ -266,14 +267,14 @@ def _check_output(cfg: dict[str, Any], p: _Prepared, metrics: dict[str, float]) 
                                f"{tol:g} (max abs error {abs_err:.3g})")
 
 
-def _time(cfg: dict[str, Any], p: _Prepared, nvml: Any, clock_target_mhz: float,
+def _time(cfg: BenchConfig, p: _Prepared, nvml: Any, clock_target_mhz: float,
           metrics: dict[str, float]) -> tuple[list[float], list[float], str]:
     """The timed loop with clock sampling; samples taken below a locked clock are dropped before
     the statistics. Returns (host ms, GPU ms, why the loop stopped)."""
-    r = cfg["runner"]
+    r = cfg.runner
     with exclusive():  # under the load-aware launcher: the device to itself while timing
-        nvml_gpu = nvml_index(nvml, int(cfg["device"]["index"]))
-        sampler = ClockSampler(nvml, nvml_gpu, cfg["device"]["sample_interval_ms"] / 1e3).start()
+        nvml_gpu = nvml_index(nvml, cfg.device.index)
+        sampler = ClockSampler(nvml, nvml_gpu, cfg.device.sample_interval_ms / 1e3).start()
         try:
             host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x)
         finally:
@@ -283,8 +284,8 @@ def _time(cfg: dict[str, Any], p: _Prepared, nvml: Any, clock_target_mhz: float,
     mask = sampler.throttled_mask(stamps, float(clock_target_mhz or 0))
     kept = [h for h, m in zip(host, mask) if not m]
     metrics["throttled_samples_dropped"] = float(len(host) - len(kept))
-    pcts = tuple(float(q) for q in r.get("percentiles", (90.0, 99.0)))
-    batch = int(cfg["batch"])
+    pcts = tuple(float(q) for q in r.percentiles)
+    batch = cfg.batch
     metrics.update(summarize(np.array(kept or host), batch, pcts))
     if gpu:
         g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch, pcts)
