@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -56,11 +57,15 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
 
 
-def _child(conn, fn, arg, stop=None) -> None:
+def _child(conn, job: bytes, stop=None) -> None:
+    """The measuring child's entry. The job arrives pickled and is unpickled only here, after the
+    parent-death handling is in place: unpickling a typed config imports its backend's plugin (and
+    with it torch, seconds of work), and a parent killed meanwhile must not leave this process running."""
     THIS.stop = stop  # the parent asks it to stop timing and report what it has
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the child itself
     try:
+        fn, arg = pickle.loads(job)
         conn.send(("ok", fn(arg)))
     except BaseException as exc:  # report every failure to the parent, then exit
         conn.send(("error", (f"{type(exc).__name__}: {exc}", traceback.format_exc())))
@@ -103,7 +108,7 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
     ctx = mp.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
     stop = ctx.Event()
-    proc = ctx.Process(target=_child, args=(send, fn, arg, stop), daemon=True)
+    proc = ctx.Process(target=_child, args=(send, pickle.dumps((fn, arg)), stop), daemon=True)
     with caller_main_hidden():
         proc.start()
     send.close()
