@@ -14,7 +14,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from . import faults, sweeps
+from . import faults, sweep_table, sweeps
 from .config import ConfigError
 from .environment import sweep_device
 from .lifecycle import THIS, Sweep
@@ -99,10 +99,10 @@ class SweepCallback(Callback):
         _launcher_summary(config, results_dir, info, state)
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")
-        sweeps.log_speedups(results_dir, info["sweep_id"], baseline)
+        sweep_table.log_speedups(results_dir, info["sweep_id"], baseline)
         faults.point("sweep.table")
-        sweeps.print_table(results_dir, info["sweep_id"], baseline)
-        for line in sweeps.where_to_look(results_dir, info["sweep_id"]):
+        sweep_table.print_table(results_dir, info["sweep_id"], baseline)
+        for line in sweep_table.where_to_look(results_dir, info["sweep_id"]):
             print(line, flush=True)
 
 

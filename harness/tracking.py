@@ -36,7 +36,7 @@ METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
 
 # Marks the experiment as model training (MLflow 3's kind tag). MLflow 3.17's UI still opens a bare
 # experiment link on its GenAI overview: the page printed after a sweep asks for the runs table itself
-# (sweeps.RUNS_PAGE)
+# (sweep_table.RUNS_PAGE)
 EXPERIMENT_KIND, CLASSIC = "mlflow.experimentKind", "custom_model_development"
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import harness
 import harness.upload
-from harness import sweeps
+from harness import sweep_table, sweeps
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -89,12 +89,12 @@ def test_table_shows_varying_overrides_and_speedup():
         {"record_id": "c", "job_num": 2, "status": "FAILED", "latency_median_ms": None, "error": "boom\nmore",
          "overrides": ["model=m", "backend=tvm", "batch=1"]},
     ]
-    rows = sweeps.table_rows(entries, "backend:pytorch", started="t0")
+    rows = sweep_table.table_rows(entries, "backend:pytorch", started="t0")
     assert rows[0] == ["0", "pytorch", "FINISHED", "2", "1.00x", ""]
     assert rows[1] == ["1", "ios", "FINISHED", "0.5", "4.00x", "reused"]
     assert rows[2] == ["2", "tvm", "FAILED", "-", "-", "boom"]
     assert sweeps.swept_keys(entries) == ["backend"]
-    assert sweeps.speedups(entries, "backend:pytorch") == {"a": 1.0, "b": 4.0}
+    assert sweep_table.speedups(entries, "backend:pytorch") == {"a": 1.0, "b": 4.0}
 
 
 def test_the_end_of_sweep_table_of_a_three_key_sweep_fits_100_columns():
@@ -106,8 +106,8 @@ def test_the_end_of_sweep_table_of_a_three_key_sweep_fits_100_columns():
                 "overrides": [f"model={m}", f"backend.channels_last={c}", f"batch={b}", "device=cuda"]}
                for i, (m, c, b) in enumerate([(m, c, b) for m in ("inception_v3", "nasnet")
                                               for c in ("auto", "true") for b in (1, 128)])]
-    console = Console(width=sweeps.TABLE_WIDTH, record=True, file=open(os.devnull, "w"))
-    console.print(sweeps.sweep_table({"sweep_name": "sweep x"}, "abc123", entries, "backend.channels_last:auto"))
+    console = Console(width=sweep_table.TABLE_WIDTH, record=True, file=open(os.devnull, "w"))
+    console.print(sweep_table.sweep_table({"sweep_name": "sweep x"}, "abc123", entries, "backend.channels_last:auto"))
     text = console.export_text()
     assert max(map(len, text.splitlines())) <= 100
     assert "job: model backend.channels_last batch" in text and "nasnet true 128" in text
@@ -302,13 +302,13 @@ def test_the_table_shows_each_medians_ci_flags_and_marks_a_shaky_speedup():
 
     entries = [entry("pytorch", 8.77, 0.004), entry("onnxruntime", 1.0, 0.49, ["noisy", "capped"]),
                entry("ios", 4.0, 0.005), entry("tvm", 8.74, 0.004)]
-    rows = sweeps.table_rows(entries, "backend:pytorch")
+    rows = sweep_table.table_rows(entries, "backend:pytorch")
     assert rows[0][3:] == ["8.77 ±0.4%", "1.00x", ""]
     assert rows[1][3:] == ["1 ±49.0%", "8.77x?", "noisy, capped"]  # noisy: marked
     assert rows[2][3:] == ["4 ±0.5%", "2.19x", ""]  # far outside both CIs: significant
     assert rows[3][4] == "1.00x?"  # 0.3% apart with CIs of 0.4% each: within the noise
     from rich.console import Console
 
-    console = Console(width=sweeps.TABLE_WIDTH, record=True, file=open(os.devnull, "w"))
-    console.print(sweeps.sweep_table({"sweep_name": "s"}, "abc", entries, "backend:pytorch"))
+    console = Console(width=sweep_table.TABLE_WIDTH, record=True, file=open(os.devnull, "w"))
+    console.print(sweep_table.sweep_table({"sweep_name": "s"}, "abc", entries, "backend:pytorch"))
     assert "?: a speed-up within the CIs or from a noisy job" in console.export_text()

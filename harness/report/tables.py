@@ -14,7 +14,7 @@ from typing import Any
 
 from ..plugins import label_options
 from ..stats import judge_speedup, quality_flags
-from ..sweeps import normal_baseline
+from ..sweep_table import normal_baseline
 from .layouts import KEY_NAMES, LAYOUTS, METRICS, Layout, key_name  # noqa: F401  (the report's names)
 from .runs import Run
 

@@ -2,7 +2,8 @@
 
 from harness.hookspecs import hookimpl
 
-from .backend import JaxBackend, JaxConfig
+from .backend import JaxBackend
+from .config import JaxConfig
 
 
 @hookimpl

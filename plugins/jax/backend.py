@@ -1,18 +1,12 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
-from harness.config import BackendConfig
 from ios_core.ir import Graph
 from ios_core.runtime.target import DTYPES
 
-
-@dataclass
-class JaxConfig(BackendConfig):
-    name: str = "jax"
+from .config import JaxConfig
 
 
 class JaxBackend(Backend[JaxConfig]):

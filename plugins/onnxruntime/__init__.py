@@ -2,7 +2,8 @@
 
 from harness.hookspecs import hookimpl
 
-from .backend import OnnxRuntimeBackend, OnnxRuntimeConfig
+from .backend import OnnxRuntimeBackend
+from .config import OnnxRuntimeConfig
 
 
 @hookimpl

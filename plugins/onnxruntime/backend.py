@@ -1,25 +1,10 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from harness.backend import Backend, BackendError, Prepared
-from harness.config import BackendConfig, choose
-from harness.onnx_session import LEVELS, callables, output_to_numpy, session
+from harness.onnx_session import callables, output_to_numpy, session
 from ios_core.ir import Graph
 
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
-
-
-@dataclass
-class OnnxRuntimeConfig(BackendConfig):
-    name: str = "onnxruntime"
-    provider: str = "auto"  # auto (cuda on a GPU, else cpu), cpu, cuda, tensorrt
-    graph_optimization: str = "all"  # disable, basic, extended, all
-    intra_op_threads: int = 0  # 0: ONNX Runtime decides
-
-    def check(self) -> None:
-        choose("backend.provider", self.provider, ("auto", *PROVIDERS))
-        choose("backend.graph_optimization", self.graph_optimization, LEVELS)
+from .config import PROVIDERS, OnnxRuntimeConfig
 
 
 class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):

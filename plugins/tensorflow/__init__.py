@@ -3,7 +3,8 @@ compiled by XLA (``xla``, jit_compile=True)."""
 
 from harness.hookspecs import hookimpl
 
-from .backend import TensorFlowBackend, TensorFlowConfig, XlaBackend, XlaConfig
+from .backend import TensorFlowBackend, XlaBackend
+from .config import TensorFlowConfig, XlaConfig
 
 
 @hookimpl

@@ -1,24 +1,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
-from harness.config import BackendConfig
 from ios_core.ir import Graph
 from ios_core.runtime.target import DTYPES
 
-
-@dataclass
-class TensorFlowConfig(BackendConfig):
-    name: str = "tensorflow"
-
-
-@dataclass
-class XlaConfig(TensorFlowConfig):
-    name: str = "xla"
+from .config import TensorFlowConfig, XlaConfig
 
 
 class TensorFlowBackend(Backend[TensorFlowConfig]):
