@@ -98,11 +98,11 @@ class IosBackend(Backend[IosConfig]):
                                cfg.fuse, follow_chains=cfg.streams == "chains", kernels=kernels)
         infer, load = model.prepare(batch)  # the warm-up calls before capture settle every conv's kernel
         metrics["search_cost_s"] = time.perf_counter() - t
-        planner.annotate(sched, channels_last, passes)
         if cfg.schedule_file or foreign is not None:
+            planner.annotate(sched, channels_last, passes)
             path = foreign or Path(cfg.schedule_file)  # run as given, never saved
         else:
-            sched.to_json(path)
+            planner.save(sched, searched, channels_last)  # annotated, at `path`, where plan() looks next time
         metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()), **kernels.counts())
         artifacts = self._artifacts(sched, kernels, model, graph, batch, precision, metrics)
         return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
