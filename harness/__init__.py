@@ -7,6 +7,6 @@ environment capture, tracking and process isolation.
 """
 
 from .job import run, summary_line
-from .record import Record
+from .records.record import Record
 
 __all__ = ["Record", "run", "summary_line"]

@@ -89,7 +89,7 @@ class Backend(ABC, Generic[ConfigT]):
     #: prepare and the first call time kernels on the GPU themselves (engine builds, autotuners, cuDNN's
     #: algorithm search): under the load-aware launcher the harness holds the job's GPU exclusively
     #: around both, so another job's measurement neither disturbs those timings nor is disturbed by
-    #: them. A backend that times in short pieces wraps only those in :func:`harness.leases.exclusive`
+    #: them. A backend that times in short pieces wraps only those in :func:`harness.machine.leases.exclusive`
     #: instead and leaves this off (IOS's stage timing, TVM's tuner, PyTorch's layout probe), so its
     #: CPU work still overlaps other jobs' measurements.
     times_in_prepare: ClassVar[bool] = False

@@ -38,9 +38,9 @@ def _task(cfg: Any) -> str:
 
     from ios_core.errors import UserError
 
-    from .callbacks import job_sweep_info
     from .job import run
-    from .store import StoreError
+    from .multirun.callbacks import job_sweep_info
+    from .records.store import StoreError
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
@@ -55,7 +55,7 @@ def _task(cfg: Any) -> str:
 
             get_backend(str(cfg.backend.name)).check_installed()
         elif (why := _unrunnable(cfg)) is not None:  # a sweep skips it in one line; its report says why
-            from . import sweeps
+            from .records import sweeps
 
             job = [o for o in sweep["job_overrides"] if not o.lstrip("+~").startswith(("experiment=", "tracking."))]
             print(f"skipped: {' '.join(job)}: {why}", file=sys.stderr, flush=True)
@@ -69,7 +69,7 @@ def _task(cfg: Any) -> str:
         print(f"error: {exc}", file=sys.stderr)
         if sweep is None or isinstance(exc, StoreError):  # a single run; a store to fix first (records kept)
             sys.exit(2)
-        from . import sweeps  # one bad combination does not end the sweep: it is recorded FAILED
+        from .records import sweeps  # one bad combination does not end the sweep: it is recorded FAILED
 
         sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, str(exc))
         THIS.failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
@@ -85,8 +85,8 @@ def _unrunnable(cfg: Any) -> Exception | None:
     """Why this job's backend cannot run here (library, device, build feature), or None."""
     from ios_core.errors import UserError
 
+    from .measure.protocol import resolve_device
     from .plugins import check_runnable
-    from .protocol import resolve_device
 
     try:
         kind = cfg.device.type

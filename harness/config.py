@@ -134,7 +134,7 @@ class TrackingConfig:
 
 @dataclass
 class SweepConfig:
-    """How a multirun (``-m``) treats jobs it has finished before (see harness/sweeps.py)."""
+    """How a multirun (``-m``) treats jobs it has finished before (see harness/records/sweeps.py)."""
 
     rerun: bool = False  # measure again the jobs an earlier attempt of this sweep finished
     study: str = ""  # the experiment preset that started it (conf/experiment/): picks the report's layout

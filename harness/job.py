@@ -21,14 +21,14 @@ from omegaconf import DictConfig, OmegaConf
 from ios_core.ir import GraphError
 from ios_core.models import build_model, check_params
 
-from . import faults, sweeps
-from .clocks import ClockLock, load_nvml, nvml_index
 from .config import BenchConfig, ClockLockMode, ConfigError, default_backend, hydra_error_line, validate
-from .isolation import Interrupted, Outcome, run_inline, run_isolated
+from .machine.clocks import ClockLock, load_nvml, nvml_index
+from .measure.isolation import Interrupted, Outcome, run_inline, run_isolated
+from .measure.protocol import measure
 from .plugins import get_backend, label_options
-from .protocol import measure
-from .record import Measurement, Record, Status
-from .tracking import deliver, flatten, records_dir, save_record
+from .records import faults, sweeps
+from .records.record import Measurement, Record, Status
+from .records.tracking import deliver, flatten, records_dir, save_record
 
 
 def summary_line(model: str, optimization: str, batch: int, cost_s: float | None, latency_ms: float | None) -> str:
@@ -80,7 +80,7 @@ def checked(cfg: Any) -> tuple[BenchConfig, dict[str, Any]]:
     plain["tracking"]["results_dir"] = str(Path(plain["tracking"]["results_dir"]).resolve())
     check_results_dir(plain["tracking"]["results_dir"])
     if plain["device"]["type"] == "cuda":
-        from .protocol import resolve_device
+        from .measure.protocol import resolve_device
         resolve_device("cuda")  # no GPU: one line before any work, not a failed run
     for key, path in _input_files(plain).items():  # files the child would read: checked here, before any work
         if not Path(path).is_file():
@@ -309,7 +309,7 @@ def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str
 def _lease_accounting(record: Record) -> float:
     """Under the load-aware launcher: what the job waited for and held, and on which device.
     Returns the seconds it waited (0 under other launchers)."""
-    from .leases import job_stats
+    from .machine.leases import job_stats
 
     stats = job_stats()
     if not stats:

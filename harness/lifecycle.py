@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import sweeps
+from .records import sweeps
 
 
 @dataclass

@@ -15,11 +15,11 @@ import argparse
 import json
 import sys
 
-from . import faults, sweeps
 from .config import TrackingConfig
-from .record import Record
-from .store import StoreError
-from .tracking import default_uri, deliver, mlflow_available, pending_records
+from .records import faults, sweeps
+from .records.record import Record
+from .records.store import StoreError
+from .records.tracking import default_uri, deliver, mlflow_available, pending_records
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from harness.clocks import ClockError, ClockLock, ClockSampler
+from harness.machine.clocks import ClockError, ClockLock, ClockSampler
 
 
 class FakeNVML(types.SimpleNamespace):

@@ -5,7 +5,7 @@ fails the check on every zoo model."""
 import numpy as np
 import pytest
 
-from harness.protocol import TOLERANCE, relative_error
+from harness.measure.protocol import TOLERANCE, relative_error
 from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import reference_forward
 from ios_core.models import MODELS, build_model

@@ -1,7 +1,7 @@
 """Fault injection (issue 29): kill -9 the harness and the uploader at a series of moments, run the
 same command again, and check that nothing is lost, doubled or left half-done.
 
-Each kill point is a named point in the code (harness/faults.py: the process kills itself there
+Each kill point is a named point in the code (harness/records/faults.py: the process kills itself there
 with SIGKILL, as ``kill -9`` would) or a timer. After each kill the same command runs again on the
 same folder, and then: every job has exactly one JSON record and exactly one MLflow run, nothing is
 pending, no run is RUNNING, the store opens, the sweep's parent is closed with its status and end
@@ -23,9 +23,9 @@ import pytest
 
 pytest.importorskip("mlflow")
 
-from harness import faults  # noqa: E402
-from harness.store import schema_problem  # noqa: E402
-from harness.sweeps import iso_ms  # noqa: E402
+from harness.records import faults  # noqa: E402
+from harness.records.store import schema_problem  # noqa: E402
+from harness.records.sweeps import iso_ms  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["-m", "model=sample", "+model.params.channels=8", "+model.params.size=7", "batch=1,2", "device=cpu",

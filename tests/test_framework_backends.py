@@ -95,7 +95,7 @@ def test_tensorflow_backends_end_to_end(bench_cfg, backend):
 
 def test_tensorflow_without_gpu_says_what_to_install(bench_cfg, monkeypatch):
     pytest.importorskip("tensorflow")
-    import harness.protocol as protocol
+    import harness.measure.protocol as protocol
     monkeypatch.setattr(protocol, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
     rec = run(bench_cfg(**{"backend.name": "tensorflow"}), quiet=True)
     assert rec.status == "FAILED" and "tensorflow[and-cuda]" in rec.error
@@ -128,7 +128,7 @@ def test_onnxruntime_cpu_build_on_cuda_says_how_to_get_the_gpu_build(bench_cfg, 
     ort = pytest.importorskip("onnxruntime")
     if "CUDAExecutionProvider" in ort.get_available_providers():
         pytest.skip("this is onnxruntime-gpu")
-    import harness.protocol as protocol
+    import harness.measure.protocol as protocol
     monkeypatch.setattr(protocol, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
     rec = run(bench_cfg(**{"backend.name": "onnxruntime"}), quiet=True)
     assert rec.status == "FAILED" and "\n" not in rec.error

@@ -58,7 +58,7 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_walker_sees_imports_inside_functions_too():
     graph = import_graph()
-    assert "harness.leases" in graph["harness.callbacks"]  # read_summary, imported inside a function
+    assert "harness.machine.leases" in graph["harness.multirun.callbacks"]  # read_summary, imported inside a function
     assert "harness.job" in graph["harness.cli"]  # run, imported inside the task function
 
 
@@ -67,6 +67,24 @@ def test_no_import_cycles():
         tuple(graphlib.TopologicalSorter(import_graph()).static_order())
     except graphlib.CycleError as exc:
         pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+def test_harness_subpackages_import_one_way():
+    """harness/'s subpackages (measure, machine, records, multirun, report) and top-level modules are
+    layers: none imports one that imports it back (docs/DESIGN.md draws them)."""
+    def unit(mod: str) -> str:
+        return ".".join(mod.split(".")[:2])
+
+    layers: dict[str, set[str]] = {}
+    for mod, targets in import_graph().items():
+        if mod.startswith("harness.") and mod != "harness":
+            layers.setdefault(unit(mod), set()).update(
+                unit(t) for t in targets if t.startswith("harness.") and unit(t) != unit(mod))
+    assert {"harness.measure", "harness.machine", "harness.records", "harness.multirun"} <= set(layers)
+    try:
+        tuple(graphlib.TopologicalSorter(layers).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"harness subpackages import each other: {' -> '.join(exc.args[1])}")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

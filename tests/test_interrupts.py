@@ -110,7 +110,7 @@ def test_ios_store_follows_the_results_dir(bench_cfg, tmp_path):
 
 
 def test_upload_hint_names_a_custom_results_dir(tmp_path):
-    from harness.tracking import upload_command
+    from harness.records.tracking import upload_command
 
     assert upload_command(tmp_path) == f"python -m harness.upload --results-dir {tmp_path.resolve()}"
     from harness.config import TrackingConfig

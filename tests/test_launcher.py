@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import leases
-from harness.leases import Broker
+from harness.machine import leases
+from harness.machine.leases import Broker
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -204,7 +204,7 @@ def test_a_backend_that_times_while_preparing_holds_its_device_for_it(monkeypatc
 def test_defaults_give_each_cpu_slot_a_share_of_the_cores(monkeypatch):
     """CPU phases are multi-threaded (tuning builds, compilers): by default one slot per device
     plus one, and a job's thread pools take its slot's share (every core outside the launcher)."""
-    from harness.launcher import resolve
+    from harness.multirun.launcher import resolve
     from harness_plugins.tvm.tuning import make_builder
 
     assert resolve(2, 0, 0) == (2, min(3, leases.cores()), min(3, leases.cores()) + 2)
@@ -369,7 +369,7 @@ class TwoGpuNVML:
 
 def test_gpus_are_found_by_index_or_uuid_and_a_missing_one_is_one_line(monkeypatch):
     from harness.config import ConfigError
-    from harness.launcher import find_gpus, resolve
+    from harness.multirun.launcher import find_gpus, resolve
 
     nvml = TwoGpuNVML()
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -387,7 +387,7 @@ def test_gpus_are_found_by_index_or_uuid_and_a_missing_one_is_one_line(monkeypat
         find_gpus("0,2", "cuda", nvml=nvml)
     with pytest.raises(ConfigError, match="names a GPU twice"):
         find_gpus("0,GPU-aaaa-0000", "cuda", nvml=nvml)
-    monkeypatch.setattr("harness.clocks.load_nvml", lambda: None)  # no driver: explicit entries as given
+    monkeypatch.setattr("harness.machine.clocks.load_nvml", lambda: None)  # no driver: explicit entries as given
     assert [(g["id"], g["index"]) for g in find_gpus("0,1", "cpu")] == [("0", 0), ("1", 1)]
     assert [g["id"] for g in find_gpus("all", "cuda")] == ["1"]  # CUDA_VISIBLE_DEVICES as given
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
@@ -397,8 +397,8 @@ def test_gpus_are_found_by_index_or_uuid_and_a_missing_one_is_one_line(monkeypat
 def test_a_job_given_one_gpu_names_nvmls_gpu_not_cudas_device_0(monkeypatch):
     """Under CUDA_VISIBLE_DEVICES=<UUID of GPU 1> CUDA calls that GPU device 0; NVML (clocks,
     names, the record's GPU) must still address GPU 1."""
-    from harness.clocks import nvml_index
-    from harness.environment import gpu_info
+    from harness.machine.clocks import nvml_index
+    from harness.machine.environment import gpu_info
 
     nvml = TwoGpuNVML()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbbb-1111")
@@ -439,7 +439,7 @@ def test_loadaware_sweep_over_two_gpus_uses_both_and_never_two_measurements_on_o
 
 
 def test_the_report_says_where_each_job_ran_and_the_makespan_against_the_jobs_own_work():
-    from harness.leases import summary_line
+    from harness.machine.leases import summary_line
     from harness.report.runs import Run
     from harness.report.tables import gpu_table, launcher_table
 

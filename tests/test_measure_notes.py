@@ -2,7 +2,7 @@
 
 import harness
 from harness.config import RunnerConfig
-from harness.protocol import notes_on
+from harness.measure.protocol import notes_on
 
 R = RunnerConfig(ci_rel_target=0.005, percentiles=[])  # the tails note has its own test
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import harness
-from harness.record import Record
+from harness.records.record import Record
 
 FINISHED = {"run_id": "a" * 32, "created": "2025-01-02T03:04:05+00:00",
             "config": {"model": {"name": "sample"}, "batch": 1, "tracking": {"results_dir": "/r"}},

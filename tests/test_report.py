@@ -86,7 +86,7 @@ def test_an_unknown_sweep_lists_the_known_ones(tmp_path):
 
 
 def test_a_quick_preset_name_finds_its_study(tmp_path):
-    from harness import sweeps
+    from harness.records import sweeps
     from harness.report.runs import find_sweep
 
     sweeps.start(tmp_path, {"sweep_id": "q1", "sweep_name": "s", "study": "schedules"}, {"enabled": False})
@@ -261,8 +261,8 @@ def test_report_cells_carry_the_ci_and_flags_and_a_speedup_says_when_it_is_not_s
 def _sweep_on_disk(results_dir, sweep_id, jobs):
     """A finished sweep as the harness leaves it: its state, job entries and records.
     ``jobs``: (overrides, label, median ms, CI, tags)."""
-    from harness import sweeps
-    from harness.tracking import write_json
+    from harness.records import sweeps
+    from harness.records.tracking import write_json
 
     state = sweeps.start(results_dir, {"sweep_id": sweep_id, "sweep_name": f"sweep {sweep_id}",
                                        "sweep_command": "python -m harness -m ..."}, {"enabled": False})

@@ -34,7 +34,7 @@ def test_submitit_local_composes(tmp_path):
     # Submitit's job files go beside the sweep's Hydra output, under tracking.results_dir
     assert launcher.submitit_folder == f"{cfg.hydra.sweep.dir}/.submitit/%j"
     assert cfg.hydra.sweep.dir.startswith(f"{tmp_path}/hydra/multirun/")
-    assert [c.get("_target_") for c in cfg.hydra.callbacks.values()] == ["harness.callbacks.SweepCallback"]
+    assert [c.get("_target_") for c in cfg.hydra.callbacks.values()] == ["harness.multirun.callbacks.SweepCallback"]
 
 
 def test_submitit_slurm_composes_with_cluster_settings(tmp_path):

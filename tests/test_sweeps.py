@@ -15,7 +15,8 @@ import pytest
 
 import harness
 import harness.upload
-from harness import sweep_table, sweeps
+from harness.multirun import sweep_table
+from harness.records import sweeps
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -188,8 +189,8 @@ def test_a_sweep_logged_while_the_store_was_down_is_closed_by_upload(tmp_path):
 
 def test_a_reused_job_whose_record_was_never_delivered_is_delivered(bench_cfg, tmp_path, monkeypatch):
     """Killed while logging to MLflow: the rerun skips the job and completes its delivery."""
-    from harness import tracking
-    from harness.tracking import pending_records
+    from harness.records import tracking
+    from harness.records.tracking import pending_records
 
     sweep = {"sweep_id": "s3", "sweep_name": "sweep t"}
     cfg = bench_cfg(**{"tracking.enabled": True})

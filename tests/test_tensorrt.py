@@ -15,7 +15,7 @@ import harness_plugins.tensorrt as trt_plugin
 from harness.backend import BackendError, MissingDependency
 from harness.config import ConfigError
 from harness.job import run
-from harness.protocol import TOLERANCE
+from harness.measure.protocol import TOLERANCE
 from harness_plugins.tensorrt.backend import TensorRTBackend, load_tensorrt
 from harness_plugins.tensorrt.builder import build_engine, cached_or_built, engine_path, onnx_for_tensorrt
 from harness_plugins.tensorrt.config import TensorRTConfig

@@ -3,7 +3,7 @@
 import json
 
 import harness
-from harness.tracing import busy_intervals, in_flight, merged, summary
+from harness.measure.tracing import busy_intervals, in_flight, merged, summary
 
 
 def test_in_flight_counts_overlaps():

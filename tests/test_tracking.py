@@ -9,8 +9,8 @@ import pytest
 
 import harness
 import harness.upload
-from harness import tracking
-from harness.tracking import flatten, pending_records
+from harness.records import tracking
+from harness.records.tracking import flatten, pending_records
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -123,7 +123,7 @@ def test_sweep_records_get_a_parent_on_upload(bench_cfg, tmp_path):
 
 
 def test_delivering_a_record_twice_keeps_one_run(bench_cfg, tmp_path):
-    from harness.tracking import Tracker, default_uri
+    from harness.records.tracking import Tracker, default_uri
 
     rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
     uri = default_uri(tmp_path / "results")
@@ -136,8 +136,8 @@ def test_delivering_a_record_twice_keeps_one_run(bench_cfg, tmp_path):
 
 
 def test_an_interrupted_sweep_closes_its_parent_run(tmp_path):
-    from harness import sweeps
-    from harness.tracking import Tracker, default_uri
+    from harness.records import sweeps
+    from harness.records.tracking import Tracker, default_uri
 
     tracking = {"enabled": True, "uri": default_uri(tmp_path), "experiment": "harness", "sweep_id": "abc123",
                 "sweep_name": "sweep x"}
@@ -153,7 +153,7 @@ def test_two_first_runs_on_a_new_store_both_log(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from harness.tracking import Tracker; "
+    code = ("import sys; from harness.records.tracking import Tracker; "
             "t = Tracker(sys.argv[1], 'harness'); r = t.client.create_run(t.experiment_id); print(r.info.run_id)")
     uri = f"sqlite:///{tmp_path}/new/mlflow.db"
     procs = [subprocess.Popen([sys.executable, "-c", code, uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -168,7 +168,7 @@ def test_two_first_runs_on_a_new_store_both_log(tmp_path):
 def test_a_half_made_store_is_refused_in_one_line_and_records_stay_pending(bench_cfg, tmp_path, capsys):
     import sqlite3
 
-    from harness.store import StoreError
+    from harness.records.store import StoreError
 
     results = tmp_path / "results"
     rec = harness.run(bench_cfg(), quiet=True)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .. import sweeps
+from ..records import sweeps
 from . import plots
 from .runs import Run, _tracker, find_sweeps, load_runs
 from .tables import (

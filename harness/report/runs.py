@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import sweeps
 from ..config import ConfigError
+from ..records import sweeps
 from .layouts import LAYOUTS
 
 
@@ -112,7 +112,7 @@ def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any
 
 
 def _tracker(results_dir: str | Path, state: dict[str, Any] | None = None):
-    from ..tracking import Tracker, mlflow_available
+    from ..records.tracking import Tracker, mlflow_available
 
     if not mlflow_available():
         return None

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..multirun.sweep_table import normal_baseline
 from ..plugins import label_options
 from ..stats import judge_speedup, quality_flags
-from ..sweep_table import normal_baseline
 from .layouts import KEY_NAMES, LAYOUTS, METRICS, Layout, key_name  # noqa: F401  (the report's names)
 from .runs import Run
 

@@ -1,5 +1,5 @@
 """``hydra/launcher=loadaware``: Hydra finds launchers only under ``hydra_plugins``, so this
-shell registers the config and delegates to :mod:`harness.launcher`."""
+shell registers the config and delegates to :mod:`harness.multirun.launcher`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from harness.launcher import LoadAwareLauncherConf, launch
+from harness.multirun.launcher import LoadAwareLauncherConf, launch
 
 ConfigStore.instance().store(group="hydra/launcher", name="loadaware", node=LoadAwareLauncherConf,
                              provider="harness")

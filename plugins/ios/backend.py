@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared, store_dir
-from harness.leases import exclusive
+from harness.machine.leases import exclusive
 from ios_core.inputs import seeded_input
 from ios_core.ir import Graph
 from ios_core.passes import apply_passes

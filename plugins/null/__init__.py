@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from harness.backend import Backend, Prepared
 from harness.config import BackendConfig, ConfigError
 from harness.hookspecs import hookimpl
-from harness.leases import exclusive
+from harness.machine.leases import exclusive
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared
-from harness.leases import exclusive
+from harness.machine.leases import exclusive
 from ios_core.interpreters.torch import to_torch
 from ios_core.ir import Graph
 from ios_core.runtime.target import TorchTarget, faster_layout, layout_name, parse_channels_last

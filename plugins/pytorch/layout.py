@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from harness.leases import exclusive
+from harness.machine.leases import exclusive
 
 #: a brief timing: a few warmup calls, then ``repeats`` x ``calls`` calls timed with CUDA events
 WARMUP, CALLS, REPEATS = 3, 20, 3

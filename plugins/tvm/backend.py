@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from harness.backend import Backend, BackendError, Prepared, store_dir
-from harness.environment import cpu_model
-from harness.leases import cpu_share
+from harness.machine.environment import cpu_model
+from harness.machine.leases import cpu_share
 from ios_core.ir import Graph
 from ios_core.workload import Workload, slug
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.backend import BackendError
-from harness.leases import cores
+from harness.machine.leases import cores
 from ios_core.ir import Graph
 
 

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import leases
-from harness.leases import exclusive
+from harness.machine import leases
+from harness.machine.leases import exclusive
 
 from .config import TUNERS
 

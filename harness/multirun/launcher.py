@@ -1,6 +1,6 @@
 """The load-aware launcher's work (``hydra/launcher=loadaware``): the jobs of a sweep run at
 once in worker processes, each bound to a device, with CPU phases overlapping and exclusive
-phases (see :mod:`harness.leases`) taking turns per device. The Hydra plugin class in
+phases (see :mod:`harness.machine.leases`) taking turns per device. The Hydra plugin class in
 ``hydra_plugins/harness_loadaware`` is a thin shell around :func:`launch`.
 """
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import leases
-from .clocks import load_nvml, nvml_text, visible_gpus
-from .config import ConfigError
-from .lifecycle import THIS
+from ..machine import leases
+from ..machine.clocks import load_nvml, nvml_text, visible_gpus
+from ..config import ConfigError
+from ..lifecycle import THIS
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import subprocess
 from importlib import metadata
 from typing import Any
 
+from ..config import PACKAGE_DIR, ConfigError
 from .clocks import load_nvml, nvml_index, nvml_text
-from .config import PACKAGE_DIR, ConfigError
 
 
 def _version(dist: str) -> str:

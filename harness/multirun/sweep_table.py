@@ -1,15 +1,15 @@
 """The end of a sweep as its user sees it: each job's speed-up over the sweep's baseline job
 (logged on the job's MLflow run too), the table of jobs with CIs and flags, and where to look next
 (the MLflow runs page, the report command). The sweep's state, jobs and parents are in
-:mod:`harness.sweeps`."""
+:mod:`harness.records.sweeps`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from .stats import judge_speedup
-from .sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
+from ..stats import judge_speedup
+from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
 
 
 def normal_baseline(baseline: str) -> str:
@@ -47,7 +47,7 @@ def speedups(entries: list[dict[str, Any]], baseline: str) -> dict[str, float]:
 
 def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     """Log ``speedup_vs_baseline`` on each job's MLflow run (the runs table can sort by it)."""
-    from .tracking import Tracker, mlflow_available
+    from ..records.tracking import Tracker, mlflow_available
 
     state = read_state(results_dir, sweep_id) or {}
     tr = state.get("tracking") or {}
@@ -73,7 +73,7 @@ RUNS_PAGE = "runs?workflowType=machine_learning"
 
 def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
     """What to run next: the MLflow UI on the sweep's store (with the page of its runs) and the report."""
-    from .tracking import Tracker, mlflow_available
+    from ..records.tracking import Tracker, mlflow_available
 
     state = read_state(results_dir, sweep_id) or {}
     lines = []
@@ -159,7 +159,7 @@ def sweep_table(state: dict[str, Any], sweep_id: str, entries: list[dict[str, An
     """The end-of-sweep table (a rich Table); long cells wrap inside TABLE_WIDTH columns."""
     from rich.table import Table
 
-    from .leases import summary_line
+    from ..machine.leases import summary_line
 
     keys = swept_keys(entries)
     la = state.get("launcher")

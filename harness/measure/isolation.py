@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .lifecycle import THIS
+from ..lifecycle import THIS
 
 
 @dataclass

@@ -22,16 +22,16 @@ from ios_core.interpreters import reference_forward
 from ios_core.ir import Graph
 from ios_core.models import build_model
 
-from . import environment
-from .backend import Backend, BackendError, Prepared
-from .clocks import ClockSampler, load_nvml, nvml_index
-from .config import BenchConfig, RunnerConfig
-from .environment import resolve_device
-from .leases import exclusive
-from .lifecycle import THIS
-from .plugins import check_runnable, get_backend
-from .record import Measurement
-from .stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
+from ..backend import Backend, BackendError, Prepared
+from ..config import BenchConfig, RunnerConfig
+from ..lifecycle import THIS
+from ..machine import environment
+from ..machine.clocks import ClockSampler, load_nvml, nvml_index
+from ..machine.environment import resolve_device
+from ..machine.leases import exclusive
+from ..plugins import check_runnable, get_backend
+from ..records.record import Measurement
+from ..stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
 
 # max |out - ref| / max |ref| allowed per precision
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 3e-2, "bf16": 8e-2}

@@ -26,10 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..machine.environment import current_device, device_of_record
+from ..stats import quality_flags
 from . import faults
-from .environment import current_device, device_of_record
 from .record import Record
-from .stats import quality_flags
 from .tracking import records_dir, write_json
 from .tracking import store_of as tracking_store
 
@@ -73,7 +73,7 @@ def start(results_dir: str | Path, info: dict[str, str], tracking: dict[str, Any
     old = read_state(results_dir, info["sweep_id"]) or {}
     if (old.get("status") == "RUNNING" and old.get("host") == platform.node() and old.get("pid") != os.getpid()
             and _alive(int(old.get("pid", 0)))):
-        from .config import ConfigError
+        from ..config import ConfigError
 
         raise ConfigError(f"this sweep ({info['sweep_id']}) is already running as process {old['pid']}; "
                           f"wait for it, or stop it first (its finished jobs are kept either way)")
@@ -207,7 +207,7 @@ def job_key(plain: dict[str, Any]) -> str:
 
 
 def code_version() -> str:
-    from .environment import git_state
+    from ..machine.environment import git_state
 
     g = git_state()
     from importlib import metadata

@@ -26,7 +26,7 @@ def now() -> str:
 @dataclass
 class Measurement:
     """What one measurement produced; it crosses from the measuring child to the parent pickled,
-    and the parent copies it into the run's record (:meth:`harness.record.Record.take`), also
+    and the parent copies it into the run's record (:meth:`harness.records.record.Record.take`), also
     when an interrupt cut it short."""
 
     metrics: dict[str, float]

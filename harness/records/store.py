@@ -16,8 +16,8 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..config import ConfigError
 from . import faults
-from .config import ConfigError
 
 #: stores this process found (or made) complete: checked once per process
 _complete: set[str] = set()

@@ -14,7 +14,7 @@ def profile_ops(graph: Any, device: str, precision: str, batch: int) -> tuple[di
     from ios_core.runtime.target import TorchTarget
     from ios_core.runtime.timer import StageTimer
 
-    from .leases import exclusive
+    from ..machine.leases import exclusive
 
     timer = StageTimer(TorchTarget(device, precision), batch, guard=exclusive)
 

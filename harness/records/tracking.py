@@ -42,7 +42,7 @@ EXPERIMENT_KIND, CLASSIC = "mlflow.experimentKind", "custom_model_development"
 
 def metric_sections() -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The harness's metric sections and each backend's own (``Backend.metric_groups``)."""
-    from .plugins import metric_groups
+    from ..plugins import metric_groups
 
     return (*METRIC_GROUPS, *metric_groups().items())
 
@@ -267,7 +267,7 @@ def mlflow_available() -> bool:
 
 def upload_command(results_dir: str | Path) -> str:
     """The command that uploads this folder's pending records (names the folder unless it is the default)."""
-    from .config import TrackingConfig
+    from ..config import TrackingConfig
 
     default = Path(TrackingConfig.results_dir).resolve()
     return "python -m harness.upload" + ("" if Path(results_dir).resolve() == default

@@ -1,0 +1,1 @@
+"""Measuring one run: the protocol, the isolated child, profiles and traces."""
