@@ -128,9 +128,15 @@ class Backend(ABC, Generic[ConfigT]):
         """From the typed config or a composed mapping (checked as the dataclass is made)."""
         self.cfg: ConfigT = cfg if isinstance(cfg, BackendConfig) else self.config_class.from_mapping(cfg)  # type: ignore[assignment]
 
+    @classmethod
+    def label_of(cls, cfg: ConfigT) -> str:
+        """The variant's name (``Optimization:`` in the summary line, run names, report columns),
+        from its typed config alone: the parent names a run without building its backend (that is
+        done once, in the measuring child). Backends whose options name a variant override it."""
+        return cls.display_name or cls.name
+
     def label(self) -> str:
-        """Name in the one-line summary (``Optimization:`` field)."""
-        return self.display_name or self.name
+        return self.label_of(self.cfg)
 
     @abstractmethod
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:

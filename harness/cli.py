@@ -12,8 +12,18 @@ import os
 import sys
 from typing import Any
 
+from hydra_plugins.harness_loadaware.loadaware_launcher import LoadAwareLauncher
+from ios_core.errors import UserError
+
+from .backend import BackendError
 from .config import ConfigError, conf_dir, hydra_error_line
+from .job import check_results_dir, run
 from .lifecycle import THIS
+from .machine.environment import resolve_device
+from .multirun.callbacks import job_sweep_info
+from .plugins import aliases, backend_table, check_runnable, get_backend, register_configs
+from .records import sweeps
+from .records.store import StoreError
 
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 
@@ -21,8 +31,6 @@ GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 def _print_backends() -> None:
     from rich.console import Console
     from rich.table import Table
-
-    from .plugins import backend_table
 
     table = Table(title="harness backends")
     for col in ("backend", "devices", "status", "install", "ran on a GPU", "runs"):
@@ -36,12 +44,6 @@ def _task(cfg: Any) -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ios_core.errors import UserError
-
-    from .job import run
-    from .multirun.callbacks import job_sweep_info
-    from .records.store import StoreError
-
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     sweep: dict[str, Any] | None = None
@@ -51,12 +53,8 @@ def _task(cfg: Any) -> str:
                  "swept": sorted(str(k) for k in (hc.sweeper.get("params") or {}))}  # a preset's sweep
     try:
         if sweep is None:  # one run: a missing library is one line before any work
-            from .plugins import get_backend
-
             get_backend(str(cfg.backend.name)).check_installed()
         elif (why := _unrunnable(cfg)) is not None:  # a sweep skips it in one line; its report says why
-            from .records import sweeps
-
             job = [o for o in sweep["job_overrides"] if not o.lstrip("+~").startswith(("experiment=", "tracking."))]
             print(f"skipped: {' '.join(job)}: {why}", file=sys.stderr, flush=True)
             sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, f"{type(why).__name__}: {why}",
@@ -69,8 +67,7 @@ def _task(cfg: Any) -> str:
         print(f"error: {exc}", file=sys.stderr)
         if sweep is None or isinstance(exc, StoreError):  # a single run; a store to fix first (records kept)
             sys.exit(2)
-        from .records import sweeps  # one bad combination does not end the sweep: it is recorded FAILED
-
+        # one bad combination does not end the sweep: it is recorded FAILED
         sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, str(exc))
         THIS.failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
         return "FAILED"
@@ -83,11 +80,6 @@ def _task(cfg: Any) -> str:
 
 def _unrunnable(cfg: Any) -> Exception | None:
     """Why this job's backend cannot run here (library, device, build feature), or None."""
-    from ios_core.errors import UserError
-
-    from .measure.protocol import resolve_device
-    from .plugins import check_runnable
-
     try:
         kind = cfg.device.type
         device = resolve_device(str(getattr(kind, "value", kind)))
@@ -102,13 +94,9 @@ def _unrunnable(cfg: Any) -> Exception | None:
 
 def _label(cfg: Any) -> str:
     """The variant's name (TVM-cuDNN) for a job that does not run, so its report column is the usual one."""
-    from omegaconf import OmegaConf
-
-    from .plugins import get_backend
-
     cls = get_backend(str(cfg.backend.name))
     try:
-        return cls(OmegaConf.to_container(cfg.backend, resolve=True)).label()
+        return cls.label_of(cls.config_class.from_mapping(cfg.backend))
     except Exception:
         return cls.display_name or cls.name
 
@@ -119,17 +107,12 @@ def _register_launcher() -> None:
     for every install."""
     from hydra.core.plugins import Plugins
 
-    from hydra_plugins.harness_loadaware.loadaware_launcher import LoadAwareLauncher
-
     Plugins.instance().register(LoadAwareLauncher)
 
 
 def _checked_argv(argv: list[str]) -> list[str]:
     """The arguments with old backend names rewritten; a group value that is a path, or a results
     folder that cannot be written, ends here in one line (exit 2) before Hydra writes anything."""
-    from .backend import BackendError
-    from .plugins import aliases
-
     try:
         old = aliases()
     except BackendError:  # a plugin that cannot be loaded: said in one line later
@@ -144,7 +127,6 @@ def _checked_argv(argv: list[str]) -> list[str]:
                   f"not a path", file=sys.stderr)
             sys.exit(2)
         if key == "tracking.results_dir":  # Hydra writes its own logs there before any check of ours
-            from .job import check_results_dir
             try:
                 check_results_dir(value)
             except ConfigError as exc:
@@ -161,9 +143,6 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["HARNESS_DEBUG"] = "1"
     argv = _checked_argv(argv)
     import hydra
-
-    from .backend import BackendError
-    from .plugins import register_configs
 
     try:
         if "--list-backends" in argv:

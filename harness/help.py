@@ -9,6 +9,8 @@ import inspect
 import re
 from typing import TYPE_CHECKING, Any
 
+from .config import BenchConfig, DeviceConfig, RunnerConfig, SweepConfig, TrackingConfig
+
 if TYPE_CHECKING:
     from .backend import Backend
 
@@ -78,8 +80,6 @@ def options(cls: type, prefix: str, skip: tuple[str, ...] = ("name",)) -> list[s
 def template(backends: dict[str, type[Backend]]) -> str:
     """Hydra's --help text: the options of the harness and of each backend (``backends``: name ->
     backend class, as :func:`harness.plugins.backends` gives them)."""
-    from .config import BenchConfig, DeviceConfig, RunnerConfig, SweepConfig, TrackingConfig
-
     parts = [HEAD, "Top-level options:"]
     parts += options(BenchConfig, "")
     groups: tuple[tuple[str, type], ...] = (("runner", RunnerConfig), ("device", DeviceConfig),

@@ -21,11 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 from ios_core.ir import GraphError
 from ios_core.models import build_model, check_params
 
-from .config import BenchConfig, ClockLockMode, ConfigError, default_backend, hydra_error_line, validate
+from .config import BenchConfig, ClockLockMode, ConfigError, conf_dir, default_backend, hydra_error_line, validate
 from .machine.clocks import ClockLock, load_nvml, nvml_index
+from .machine.environment import resolve_device
+from .machine.leases import job_stats
 from .measure.isolation import Interrupted, Outcome, run_inline, run_isolated
 from .measure.protocol import measure
-from .plugins import get_backend, label_options
+from .plugins import get_backend, label_options, register_configs
 from .records import faults, sweeps
 from .records.record import Measurement, Record, Status
 from .records.tracking import deliver, flatten, records_dir, save_record
@@ -80,7 +82,6 @@ def checked(cfg: Any) -> tuple[BenchConfig, dict[str, Any]]:
     plain["tracking"]["results_dir"] = str(Path(plain["tracking"]["results_dir"]).resolve())
     check_results_dir(plain["tracking"]["results_dir"])
     if plain["device"]["type"] == "cuda":
-        from .measure.protocol import resolve_device
         resolve_device("cuda")  # no GPU: one line before any work, not a failed run
     for key, path in _input_files(plain).items():  # files the child would read: checked here, before any work
         if not Path(path).is_file():
@@ -129,9 +130,6 @@ def compose(overrides: list[str]) -> DictConfig:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from .config import conf_dir
-    from .plugins import register_configs
-
     register_configs()
     try:
         if GlobalHydra.instance().is_initialized():  # inside a Hydra app: its search path is ours
@@ -162,7 +160,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     tracking = {"enabled": tr["enabled"], "uri": tr["uri"],  # empty: the store beside wherever the record is
                 "experiment": tr["experiment"], **(sweep or {})}
     try:  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
-        label = get_backend(typed.backend.name)(typed.backend).label()
+        label = get_backend(typed.backend.name).label_of(typed.backend)
     except Exception:
         label = plain["backend"]["name"]
     run_name = variant_name(plain, label, plain["device"]["type"], sweep)
@@ -309,8 +307,6 @@ def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str
 def _lease_accounting(record: Record) -> float:
     """Under the load-aware launcher: what the job waited for and held, and on which device.
     Returns the seconds it waited (0 under other launchers)."""
-    from .machine.leases import job_stats
-
     stats = job_stats()
     if not stats:
         return 0.0

@@ -12,6 +12,8 @@ import pluggy
 
 from . import hookspecs
 from .backend import Backend, BackendError
+from .config import BenchConfig
+from .help import template
 from .hookspecs import PROJECT
 
 ENTRY_POINT_GROUP = "harness.backends"
@@ -95,11 +97,8 @@ def register_configs() -> None:
     """Store the schema and every backend's dataclass as ``backend/<name>`` (before Hydra composes)."""
     from hydra.core.config_store import ConfigStore
 
-    from .config import BenchConfig
-
     cs = ConfigStore.instance()
     cs.store(name="bench_schema", node=BenchConfig)
-    from .help import template
 
     cs.store(group="hydra/help", name="harness", node={"app_name": "harness", "header": "", "footer": "",
                                                        "template": template(backends())})
@@ -137,8 +136,6 @@ def check_runnable(name: str, device: str, ready: bool = True) -> None:
     """Raise the error a run of backend ``name`` on ``device`` would stop with before any work: its library
     missing (MissingDependency), a device it does not run on, and with ``ready`` a build feature it lacks
     (BackendError). The same checks as ``--list-backends``."""
-    from .backend import BackendError
-
     cls = get_backend(name)
     cls.check_installed()
     if device not in cls.devices:

@@ -11,6 +11,8 @@ import argparse
 import sys
 import time
 
+from .inputs import seeded_input
+from .interpreters import reference_forward
 from .ir import GraphError
 from .models import MODELS, build_model
 
@@ -47,8 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "show":
             print(graph)
         elif args.command == "run":
-            from .inputs import seeded_input
-            from .interpreters import reference_forward
             x = seeded_input(graph, args.batch)
             t0 = time.perf_counter()
             y = reference_forward(graph, x)

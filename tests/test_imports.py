@@ -130,3 +130,28 @@ def test_no_function_over_sixty_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
                 long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
     assert not long, "functions over 60 lines: " + ", ".join(long)
+
+
+#: project modules that load a heavy or optional library at import (torch, onnx, JAX, TensorFlow):
+#: the only ones a function may import late, so that `python -m harness --help`, a one-line error or
+#: a CPU-only backend does not pay for them
+HEAVY = ("ios_core.runtime", "ios_core.onnx", "ios_core.interpreters.jax", "ios_core.interpreters.tensorflow")
+
+
+def test_project_imports_inside_functions_only_for_heavy_modules():
+    graph_mods = _modules()
+    late = []
+    for mod, path in graph_mods.items():
+        package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                if base.split(".")[0] in (*PACKAGES, *ALIASES) and not base.startswith(HEAVY):
+                    late.append(f"{path.relative_to(REPO)}:{node.lineno} {fn.name}: {base}")
+    assert not late, "project modules imported inside functions (move them to the top):\n" + "\n".join(late)

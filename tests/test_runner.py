@@ -130,6 +130,37 @@ def test_isolated_success_returns_metrics(bench_cfg):
     assert rec.status == "FINISHED" and rec.metrics["samples"] >= 5
 
 
+def test_the_parent_names_a_run_without_building_its_backend(bench_cfg, monkeypatch):
+    """The backend is built once, in the measuring child (issue 28): the parent names the run
+    from the typed config alone (``Backend.label_of``), so a backend whose constructor could not
+    run in the parent still gets its variant's name."""
+    from harness.backend import Backend
+
+    def refuse(self, cfg):
+        raise AssertionError("a backend was built in the parent")
+
+    monkeypatch.setattr(Backend, "__init__", refuse)
+    rec = harness.run(bench_cfg(**{"runner.isolate": True, "backend.mode": "eager"}), quiet=True)
+    assert rec.status == "FINISHED" and rec.label == "PyTorch" and rec.run_name.startswith("sample PyTorch bs1 ")
+
+
+def test_a_variant_is_named_by_its_config():
+    from harness_plugins.ios.backend import IosBackend
+    from harness_plugins.ios.config import IosConfig
+    from harness_plugins.pytorch.backend import PyTorchBackend
+    from harness_plugins.pytorch.config import PyTorchConfig
+    from harness_plugins.tensorrt.backend import TensorRTBackend
+    from harness_plugins.tensorrt.config import TensorRTConfig
+    from harness_plugins.tvm.backend import TvmCudnnBackend
+    from harness_plugins.tvm.config import TvmCudnnConfig
+
+    assert IosBackend.label_of(IosConfig(schedule="greedy", opt_batch=16)) == "Greedy-opt16"
+    assert IosBackend.label_of(IosConfig(schedule_file="s.json")) == "IOS-File"
+    assert PyTorchBackend.label_of(PyTorchConfig(mode="compile", compile_mode="max-autotune")) == "TorchCompile-MA"
+    assert TensorRTBackend.label_of(TensorRTConfig(cuda_graph=True)) == "TensorRT-CUDAGraph"
+    assert TvmCudnnBackend.label_of(TvmCudnnConfig()) == "TVM-cuDNN"
+
+
 @pytest.mark.parametrize("args,rc,message", [
     (["batch=0"], 2, "error: batch=0 is invalid: the batch size must be a positive integer"),
     (["batch=abc"], 2, "error: Error merging override batch=abc: Value 'abc' of type 'str' could not be converted "

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ios_core.cost.opprofile import op_profile, to_csv, to_markdown
+
+from ..machine.leases import exclusive
+
 CHUNK = 32  # nodes per captured graph on CUDA
 
 
 def profile_ops(graph: Any, device: str, precision: str, batch: int) -> tuple[dict[str, float], dict[str, str]]:
-    from ios_core.cost.opprofile import op_profile, to_csv, to_markdown
     from ios_core.runtime.target import TorchTarget
     from ios_core.runtime.timer import StageTimer
-
-    from ..machine.leases import exclusive
 
     timer = StageTimer(TorchTarget(device, precision), batch, guard=exclusive)
 

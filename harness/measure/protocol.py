@@ -21,6 +21,7 @@ from ios_core.inputs import seeded_input
 from ios_core.interpreters import reference_forward
 from ios_core.ir import Graph
 from ios_core.models import build_model
+from ios_core.progress import Heartbeat, Progress
 
 from ..backend import Backend, BackendError, Prepared
 from ..config import BenchConfig, RunnerConfig
@@ -32,6 +33,8 @@ from ..machine.leases import exclusive
 from ..plugins import check_runnable, get_backend
 from ..records.record import Measurement
 from ..stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
+from .profiling import profile_ops
+from .tracing import trace_run
 
 # max |out - ref| / max |ref| allowed per precision
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 3e-2, "bf16": 8e-2}
@@ -63,8 +66,6 @@ def _stopped() -> bool:
 
 def _warmup(infer: Any, handle: Any, r: RunnerConfig) -> None:
     """At least ``warmup_iters`` inferences and ``warmup_time_s`` seconds (a bar past a few seconds)."""
-    from ios_core.progress import Progress
-
     t_end = time.perf_counter() + r.warmup_time_s
     i = 0
     with Progress("warmup", r.warmup_time_s, "s", interval=5.0) as bar:
@@ -85,7 +86,6 @@ def _timed_loop(prep, handle, r: RunnerConfig, sampler, x=None) -> tuple[list[fl
     if r.include_transfers and x is not None:
         def infer(_handle, _infer=prep.infer):
             return prep.to_numpy(_infer(prep.load_input(x)))
-    from ios_core.progress import Progress
 
     _warmup(infer, handle, r)
     sync()
@@ -173,7 +173,6 @@ def measure(cfg: BenchConfig, clock_target_mhz: float = 0.0) -> Measurement:
     optional per-op profile and trace."""
     import torch
 
-
     r = cfg.runner
     torch.manual_seed(r.seed)
     metrics: dict[str, float] = {}
@@ -187,14 +186,10 @@ def measure(cfg: BenchConfig, clock_target_mhz: float = 0.0) -> Measurement:
     artifacts = dict(p.prep.artifacts)
     label = p.prep.display_name or p.backend.label()
     if r.profile_ops:
-        from .profiling import profile_ops
-
         op_metrics, op_files = profile_ops(p.graph, p.device, cfg.precision.value, cfg.batch)
         metrics.update(op_metrics)
         artifacts.update(op_files)
     if r.trace:
-        from .tracing import trace_run
-
         trace_metrics, trace_files = trace_run(p.prep, p.handle, p.device, f"{p.graph.name} {label}")
         metrics.update(trace_metrics)
         artifacts.update(trace_files)
@@ -221,8 +216,6 @@ def _prepare(cfg: BenchConfig, metrics: dict[str, float]) -> _Prepared:
     if not cfg.backend.store:  # schedules, cost caches, tuning databases: under the run's results folder
         cfg.backend.store = str(cfg.tracking.results_dir)
     backend = backend_cls(cfg.backend)  # the run's backend object, made here in the measuring child
-
-    from ios_core.progress import Heartbeat
 
     # a backend that autotunes while preparing holds its device for it (load-aware launcher; no-op elsewhere)
     hold = exclusive() if backend_cls.times_in_prepare else contextlib.nullcontext()

@@ -21,6 +21,8 @@ from ..machine.environment import sweep_device
 from ..lifecycle import THIS, Sweep
 from ..records.store import StoreError
 from ..records.tracking import Tracker, mlflow_available, store_of
+from ..machine.leases import read_summary
+from ..records.tracking import write_json
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
 def job_sweep_info(hydra_sweep_dir: str) -> dict[str, Any]:
@@ -110,9 +112,6 @@ class SweepCallback(Callback):
 def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state: dict[str, Any]) -> None:
     """The load-aware launcher's makespan and device use: into the sweep's state (as just ended)
     and as metrics of its MLflow parent run (nothing for other launchers)."""
-    from ..machine.leases import read_summary
-    from ..records.tracking import write_json
-
     summary = read_summary(config.hydra.sweep.dir)
     if summary is None or not state:
         return

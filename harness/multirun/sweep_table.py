@@ -10,6 +10,8 @@ from typing import Any
 
 from ..stats import judge_speedup
 from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
+from ..machine.leases import summary_line
+from ..records.tracking import Tracker, mlflow_available
 
 
 def normal_baseline(baseline: str) -> str:
@@ -47,8 +49,6 @@ def speedups(entries: list[dict[str, Any]], baseline: str) -> dict[str, float]:
 
 def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     """Log ``speedup_vs_baseline`` on each job's MLflow run (the runs table can sort by it)."""
-    from ..records.tracking import Tracker, mlflow_available
-
     state = read_state(results_dir, sweep_id) or {}
     tr = state.get("tracking") or {}
     if not baseline or not mlflow_available() or not tr.get("enabled"):
@@ -73,8 +73,6 @@ RUNS_PAGE = "runs?workflowType=machine_learning"
 
 def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
     """What to run next: the MLflow UI on the sweep's store (with the page of its runs) and the report."""
-    from ..records.tracking import Tracker, mlflow_available
-
     state = read_state(results_dir, sweep_id) or {}
     lines = []
     if mlflow_available() and not untracked(state):
@@ -158,8 +156,6 @@ def print_table(results_dir: str | Path, sweep_id: str, baseline: str = "") -> N
 def sweep_table(state: dict[str, Any], sweep_id: str, entries: list[dict[str, Any]], baseline: str = "") -> Any:
     """The end-of-sweep table (a rich Table); long cells wrap inside TABLE_WIDTH columns."""
     from rich.table import Table
-
-    from ..machine.leases import summary_line
 
     keys = swept_keys(entries)
     la = state.get("launcher")

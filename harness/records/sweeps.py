@@ -26,11 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..machine.environment import current_device, device_of_record
+from ..config import ConfigError
+from ..machine.environment import current_device, device_of_record, git_state
 from ..stats import quality_flags
 from . import faults
 from .record import Record
-from .tracking import records_dir, write_json
+from .store import StoreError
+from .tracking import MAX_PARAM_LEN, Tracker, mlflow_available, records_dir, write_json
 from .tracking import store_of as tracking_store
 
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
@@ -73,8 +75,6 @@ def start(results_dir: str | Path, info: dict[str, str], tracking: dict[str, Any
     old = read_state(results_dir, info["sweep_id"]) or {}
     if (old.get("status") == "RUNNING" and old.get("host") == platform.node() and old.get("pid") != os.getpid()
             and _alive(int(old.get("pid", 0)))):
-        from ..config import ConfigError
-
         raise ConfigError(f"this sweep ({info['sweep_id']}) is already running as process {old['pid']}; "
                           f"wait for it, or stop it first (its finished jobs are kept either way)")
     now = datetime.now(UTC).isoformat()
@@ -158,9 +158,6 @@ def close_parents(results_dir: str | Path, uri: str | None = None, experiment: s
     """Close the MLflow parent run of every ended sweep whose parent is still open, with the
     sweep's status and end time. Returns how many were closed; a store that is down leaves them
     for a later call (``strict``: a store that needs a fix raises :class:`StoreError`)."""
-    from .store import StoreError
-    from .tracking import Tracker, mlflow_available
-
     if not mlflow_available():
         return 0
     closed = 0
@@ -207,8 +204,6 @@ def job_key(plain: dict[str, Any]) -> str:
 
 
 def code_version() -> str:
-    from ..machine.environment import git_state
-
     g = git_state()
     from importlib import metadata
 
@@ -307,8 +302,6 @@ def log_parent(results_dir: str | Path, state: dict[str, Any], t: Any, parent: s
     """The sweep's table on its MLflow parent run (tracker ``t``), so the parent reads at a glance: a metric
     per finished job (``median_ms/<the job's swept values>``) and the sweep's overrides as params."""
     from mlflow.entities import Metric, Param
-
-    from .tracking import MAX_PARAM_LEN
 
     sweep_id = state["sweep_id"]
     entries = job_entries(results_dir, sweep_id, state.get("started"))

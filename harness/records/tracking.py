@@ -17,6 +17,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ios_core.plotting import pyplot, render
+
+from ..config import TrackingConfig
+from ..plugins import metric_groups
 from . import faults, store
 from .record import Record
 
@@ -42,8 +46,6 @@ EXPERIMENT_KIND, CLASSIC = "mlflow.experimentKind", "custom_model_development"
 
 def metric_sections() -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The harness's metric sections and each backend's own (``Backend.metric_groups``)."""
-    from ..plugins import metric_groups
-
     return (*METRIC_GROUPS, *metric_groups().items())
 
 
@@ -240,7 +242,6 @@ def latency_histogram(record: Record) -> bytes | None:
     host = record.latencies_ms or []
     if not host:
         return None
-    from ios_core.plotting import pyplot, render
 
     plt = pyplot()
     if plt is None:
@@ -267,8 +268,6 @@ def mlflow_available() -> bool:
 
 def upload_command(results_dir: str | Path) -> str:
     """The command that uploads this folder's pending records (names the folder unless it is the default)."""
-    from ..config import TrackingConfig
-
     default = Path(TrackingConfig.results_dir).resolve()
     return "python -m harness.upload" + ("" if Path(results_dir).resolve() == default
                                          else f" --results-dir {Path(results_dir).resolve()}")

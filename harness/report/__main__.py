@@ -7,6 +7,7 @@ import sys
 
 from ..config import ConfigError, TrackingConfig
 from .build import build_report
+from .compare import compare
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +42,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compare(results_dir: str, baseline: str, candidate: str, out: str | None) -> int:
     from pathlib import Path
-
-    from .compare import compare
 
     try:
         table = compare(results_dir, baseline, candidate)

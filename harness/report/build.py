@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..plugins import plugin_manager
 from ..records import sweeps
 from . import plots
 from .runs import Run, _tracker, find_sweeps, load_runs
@@ -98,7 +99,6 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     folder = Path(out_dir) if out_dir else Path(results_dir) / "reports" / f"{study or 'sweep'}-{ids}"
     folder.mkdir(parents=True, exist_ok=True)
     tables = build_tables(runs, layout, baseline) if runs else []
-    from ..plugins import plugin_manager
 
     extra = [t for tables in plugin_manager().hook.harness_report_tables(runs=runs, layout=layout) for t in tables]
     extra += [op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))), gpu_table(runs)]

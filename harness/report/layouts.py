@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import conf_dir
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -24,8 +26,6 @@ def _load() -> dict[str, Layout]:
     """The studies' layouts from conf/report_layouts.yaml: data beside the study presets, so that a
     study built on one backend's option (specialization: ``backend.opt_batch``) keeps it out of the code."""
     from omegaconf import OmegaConf
-
-    from ..config import conf_dir
 
     raw: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(conf_dir() / "report_layouts.yaml"))  # type: ignore[assignment]
     out = {}

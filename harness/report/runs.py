@@ -10,6 +10,7 @@ from typing import Any
 
 from ..config import ConfigError
 from ..records import sweeps
+from ..records.tracking import Tracker, mlflow_available
 from .layouts import LAYOUTS
 
 
@@ -112,8 +113,6 @@ def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any
 
 
 def _tracker(results_dir: str | Path, state: dict[str, Any] | None = None):
-    from ..records.tracking import Tracker, mlflow_available
-
     if not mlflow_available():
         return None
     uri, experiment = sweeps.store_of(results_dir, state)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ios_core.cost.opprofile import from_csv
+
 from ..multirun.sweep_table import normal_baseline
 from ..plugins import label_options
 from ..stats import judge_speedup, quality_flags
@@ -231,8 +233,6 @@ def build_tables(runs: list[Run], layout: Layout, baseline: str) -> list[Table]:
 def op_table(runs: list[Run], layout: Layout) -> Table | None:
     """Per-operator latency side by side (``runner.profile_ops=true`` runs: two devices, two batch
     sizes, ...), with the ratio of the last column to the first when there are two."""
-    from ios_core.cost.opprofile import from_csv
-
     profiled = [(r, from_csv(text)) for r in runs if (text := r.record.get("artifacts", {}).get("op_profile.csv"))]
     if len(profiled) < 2:
         return None

@@ -19,7 +19,6 @@ def onnx_model(path: str = "") -> Graph:
     """Any ONNX CNN whose operators the IR covers (weights from the file)."""
     from ..onnx import import_onnx
     if not path or path == "???":
-        from ..ir import GraphError
         raise GraphError("model=onnx needs the file: add +model.params.path=/absolute/path/to/model.onnx")
     return import_onnx(path)
 

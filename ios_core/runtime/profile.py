@@ -17,6 +17,7 @@ from typing import cast
 import numpy as np
 import torch
 
+from ..plotting import pyplot, render
 from .model import ScheduledModel
 
 
@@ -91,8 +92,6 @@ def profile_json(per_stage: list[float], spans: list[GroupSpan]) -> str:
 
 def timeline_svg(spans: list[GroupSpan], title: str = "") -> str | None:
     """A timeline plot (streams on the y axis) as SVG text; None without matplotlib."""
-    from ..plotting import pyplot, render
-
     plt = pyplot()
     if plt is None:
         return None

@@ -4,6 +4,7 @@ from harness.hookspecs import hookimpl
 
 from .backend import IosBackend
 from .config import IosConfig
+from .report import same_run_table
 
 
 @hookimpl
@@ -13,8 +14,6 @@ def harness_backends():
 
 @hookimpl
 def harness_report_tables(runs, layout):
-    from .report import same_run_table
-
     table = same_run_table(runs, layout)
     return [table] if table is not None else []
 

@@ -40,12 +40,12 @@ class IosBackend(Backend[IosConfig]):
                                   "profiled_stage")}
     shows_progress = True  # the search's own progress lines
 
-    def label(self) -> str:
-        if self.cfg.schedule_file:
+    @classmethod
+    def label_of(cls, cfg: IosConfig) -> str:
+        if cfg.schedule_file:
             return "IOS-File"
-        base = LABELS[self.cfg.schedule]
-        opt = self.cfg.opt_batch
-        return base + ("-faithful" if self.cfg.runtime == "ios-faithful" else "") + (f"-opt{opt}" if opt else "")
+        faithful = "-faithful" if cfg.runtime == "ios-faithful" else ""
+        return LABELS[cfg.schedule] + faithful + (f"-opt{cfg.opt_batch}" if cfg.opt_batch else "")
 
     @property
     def store(self) -> Path:

@@ -33,9 +33,9 @@ class PyTorchBackend(Backend[PyTorchConfig]):
     gpu_run = "H100 80GB HBM3, 2026-11-25"
     label_options = ("mode", "compile_mode")
 
-    def label(self) -> str:
-        mode = self.cfg.mode.value
-        return COMPILE_LABELS[self.cfg.compile_mode] if mode == "compile" else LABELS[mode]
+    @classmethod
+    def label_of(cls, cfg: PyTorchConfig) -> str:
+        return COMPILE_LABELS[cfg.compile_mode] if cfg.mode.value == "compile" else LABELS[cfg.mode.value]
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         mode = self.cfg.mode.value

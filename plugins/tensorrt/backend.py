@@ -60,8 +60,9 @@ class TensorRTBackend(Backend[TensorRTConfig]):
             return str(err)
         return None
 
-    def label(self) -> str:
-        return "TensorRT-CUDAGraph" if self.cfg.cuda_graph else "TensorRT"
+    @classmethod
+    def label_of(cls, cfg: TensorRTConfig) -> str:
+        return "TensorRT-CUDAGraph" if cfg.cuda_graph else "TensorRT"
 
     def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
         if device != "cuda":

@@ -18,6 +18,7 @@ from ios_core.ir import Graph
 from ios_core.workload import Workload, slug
 
 from . import cudnn, tuning
+from .build_cudnn import load
 from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig
 from .frontend import device_of, make_target, target_info, to_relax
 
@@ -89,8 +90,6 @@ class TvmCudnnBackend(TvmBackend):
 
     @classmethod
     def not_ready(cls) -> str | None:
-        from .build_cudnn import load
-
         try:
             load()
         except BackendError as exc:
@@ -100,7 +99,6 @@ class TvmCudnnBackend(TvmBackend):
     def lower(self, mod, target, work, metrics, params):
         import os
 
-        from .build_cudnn import load
 
         params["tvm_cudnn_library"] = str(load())
         if work.precision == "fp32":  # strict float32: cuDNN's tensor-op math would take TF32 otherwise

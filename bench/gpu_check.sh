@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# After a refactor: the GPU tests and a few runs through the command line on one CUDA GPU (a search,
+# its reuse, a PyTorch run, a load-aware sweep), everything in one tarball (the device tool returns
+# few files). Usage: OUT=dir bash bench/gpu_check.sh
+set -uo pipefail
+OUT=${OUT:-results/check}
+R="$OUT/results"
+mkdir -p "$OUT"
+if [ -d .whl ]; then  # wheels carried to a machine without Hydra/OmegaConf/pluggy
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
+  git rev-parse --short HEAD 2>/dev/null
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
+} > "$OUT/gpu.txt" 2>&1
+python3 -m pytest -q -p no:cacheprovider tests/test_ios_gpu.py tests/test_planner.py > "$OUT/gpu_tests.log" 2>&1
+echo "rc=$?" >> "$OUT/gpu_tests.log"
+H=(python3 -m harness tracking=off "tracking.results_dir=$R" device=cuda runner.max_time_s=2)
+{
+  "${H[@]}" model=squeezenet backend=ios batch=1          # searches and saves the schedule
+  "${H[@]}" model=squeezenet backend=ios batch=1          # reuses it
+  "${H[@]}" model=squeezenet backend=pytorch batch=16
+  "${H[@]}" model=inception_v3 backend=ios batch=1 backend.cost_model=calibrated
+  "${H[@]}" -m hydra/launcher=loadaware model=squeezenet backend=ios,pytorch batch=1,16
+  echo "sweep rc=$?"
+} > "$OUT/runs.log" 2>&1
+tar czf "$OUT/check.tgz" -C "$OUT" gpu.txt gpu_tests.log runs.log results 2>/dev/null
+rm -rf "$R"
