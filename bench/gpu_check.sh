@@ -14,15 +14,20 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 ||
   git rev-parse --short HEAD 2>/dev/null
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
 } > "$OUT/gpu.txt" 2>&1
-python3 -m pytest -q -p no:cacheprovider tests/test_ios_gpu.py tests/test_planner.py > "$OUT/gpu_tests.log" 2>&1
-echo "rc=$?" >> "$OUT/gpu_tests.log"
-H=(python3 -m harness tracking=off "tracking.results_dir=$R" device=cuda runner.max_time_s=2)
+if [ -z "${ONLY_SWEEP:-}" ]; then
+  python3 -m pytest -q -p no:cacheprovider tests/test_ios_gpu.py tests/test_planner.py > "$OUT/gpu_tests.log" 2>&1
+  echo "rc=$?" >> "$OUT/gpu_tests.log"
+fi
+O=(tracking=off "tracking.results_dir=$R" device=cuda runner.max_time_s=2)
+H=(python3 -m harness "${O[@]}")
 {
+  [ "${ONLY_SWEEP:-}" ] || {
   "${H[@]}" model=squeezenet backend=ios batch=1          # searches and saves the schedule
   "${H[@]}" model=squeezenet backend=ios batch=1          # reuses it
   "${H[@]}" model=squeezenet backend=pytorch batch=16
   "${H[@]}" model=inception_v3 backend=ios batch=1 backend.cost_model=calibrated
-  "${H[@]}" -m hydra/launcher=loadaware model=squeezenet backend=ios,pytorch batch=1,16
+  }
+  python3 -m harness -m "${O[@]}" hydra/launcher=loadaware model=squeezenet backend=ios,pytorch batch=1,16
   echo "sweep rc=$?"
 } > "$OUT/runs.log" 2>&1
 tar czf "$OUT/check.tgz" -C "$OUT" gpu.txt gpu_tests.log runs.log results 2>/dev/null

@@ -165,6 +165,47 @@ def test_tvm_cudnn_is_gpu_only(bench_cfg):
     assert rec.status == "FAILED" and "does not run on cpu" in rec.error
 
 
+PROBE = """
+import inspect
+
+def frames():
+    return [(f.filename, f.lineno, f.code_context) for f in inspect.stack()]
+
+AT_IMPORT = frames()  # importlib's frozen frames are on the stack here
+IN_AST = {"frames": frames}
+exec(compile("STACK = frames()", "<ast>", "exec"), IN_AST)  # as TVMScript's evaluator runs code
+"""
+
+
+def test_cached_sourceless_frames_change_no_answer_of_inspect(tmp_path, monkeypatch):
+    """The tuning's fast import of TVM's tensor intrinsics puts frozen modules' frame names and
+    "<ast>" in inspect's cache: inspect.stack() must say exactly what it says without them."""
+    import importlib
+    import inspect
+    import sys
+
+    from harness_plugins.tvm.tuning import cache_sourceless_frames
+
+    monkeypatch.setattr(inspect, "modulesbyfile", {k: v for k, v in inspect.modulesbyfile.items()
+                                                   if not k.startswith("<")})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    for name in ("probe_before", "probe_after"):
+        (tmp_path / f"{name}.py").write_text(PROBE)
+        if name == "probe_after":
+            cache_sourceless_frames()
+            assert inspect.modulesbyfile["<frozen importlib._bootstrap>"] == "importlib._bootstrap"
+        mod = importlib.import_module(name)
+        sys.modules.pop(name)
+        here = str(tmp_path / f"{name}.py")
+        seen.append([[("probe" if f[0] == here else f[0], *f[1:]) for f in stack]
+                     for stack in (mod.AT_IMPORT, mod.IN_AST["STACK"])])
+    before, after = seen
+    assert any(f[0].startswith("<frozen ") and f[2] is None for f in before[0])
+    assert ("<ast>", 1, None) in before[1]
+    assert before == after
+
+
 def test_autotvm_tunes_then_reuses_its_database(bench_cfg, tmp_path):
     over = {"backend.name": "autotvm", "backend.trials": 6, "backend.tuner": "replay-trace",
             "backend.store": str(tmp_path / "store"), "backend.progress": False}

@@ -5,15 +5,17 @@ time is accounted separately in :class:`PhaseTimes`.
 
 The stock ``LocalBuilder`` restarts its worker pool on every batch of candidates, and each
 fresh worker spends about 30 s importing TVM's tensor intrinsics. Building in this process
-pays that import once (``TuneContext`` has already made it), inside ``tune_s``.
+pays that import once (:func:`import_tensor_intrinsics`, made fast there), inside ``tune_s``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -223,6 +225,29 @@ def make_runner(kind: str, phases: PhaseTimes, *, number: int = 3, repeat: int =
     raise ValueError(f"unknown runner {kind!r}")
 
 
+def import_tensor_intrinsics() -> None:
+    """Import ``tvm.s_tir.tensor_intrin`` (MetaSchedule does on its first task) in seconds, not a minute.
+
+    TVMScript's parser calls ``inspect.stack()`` for each of the ~500 intrinsics it parses. For a
+    frame of a frozen module (importlib's, in every import's stack) or of code compiled as
+    ``"<ast>"`` (the parser's own evaluator), ``inspect.getmodule`` finds no file in its cache and
+    scans all of ``sys.modules`` (about 2000 with torch loaded), each time: the import took 66 s on a
+    2-core CPU. Neither name has source to find, so the answer is None either way; recorded in
+    inspect's own cache, it comes at once (7.6 s on the same machine)."""
+    cache_sourceless_frames()
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+
+def cache_sourceless_frames() -> None:
+    """Put the frozen modules' frame names and ``"<ast>"`` in ``inspect.modulesbyfile``, so that
+    ``inspect.getmodule`` answers for their frames from its cache instead of a scan of every module."""
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.origin == "frozen":
+            inspect.modulesbyfile.setdefault(f"<frozen {name}>", name)
+    inspect.modulesbyfile.setdefault("<ast>", "<ast>")  # no module has this name: getmodule says None
+
+
 def prepare_for_tuning(mod, target):
     """Legalize and fuse exactly as ``compile_relax`` does, so that the tasks extracted
     here are the functions the database is later applied to."""
@@ -270,6 +295,7 @@ def tune(mod, target, database, trials: int, *, tuner: str = "evolutionary-xgb",
     from tvm.s_tir.meta_schedule.tune import tune_tasks
 
     phases = phases or PhaseTimes()
+    import_tensor_intrinsics()
     strategy, cost_model = TUNERS[tuner]
     tasks = ms.relax_integration.extract_tasks(mod, target)
     if not tasks:
