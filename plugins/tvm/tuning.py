@@ -232,8 +232,8 @@ def import_tensor_intrinsics() -> None:
     frame of a frozen module (importlib's, in every import's stack) or of code compiled as
     ``"<ast>"`` (the parser's own evaluator), ``inspect.getmodule`` finds no file in its cache and
     scans all of ``sys.modules`` (about 2000 with torch loaded), each time: the import took 66 s on a
-    2-core CPU. Neither name has source to find, so the answer is None either way; recorded in
-    inspect's own cache, it comes at once (7.6 s on the same machine)."""
+    2-core CPU. Neither kind of frame has source lines to find, with or without the scan; with their
+    names in inspect's own cache, inspect says so at once (7.6 s on the same machine)."""
     cache_sourceless_frames()
     import tvm.s_tir.tensor_intrin  # noqa: F401
 
