@@ -17,6 +17,7 @@ from ios_core.errors import UserError
 
 from .backend import BackendError
 from .config import ConfigError, conf_dir, hydra_error_line
+from .interrupts import outside_a_run, started
 from .job import check_results_dir, run
 from .lifecycle import THIS
 from .machine.environment import resolve_device
@@ -136,6 +137,14 @@ def _checked_argv(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    started()
+    try:
+        _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C outside a run (a run records itself KILLED and exits 130 itself)
+        outside_a_run(THIS.sweep)
+
+
+def _main(argv: list[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--debug" in argv:
         argv.remove("--debug")
@@ -161,6 +170,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing its own report
     try:
         app()
+    except KeyboardInterrupt:  # before `finally` would end the sweep FAILED
+        outside_a_run(THIS.sweep)
     except Exception as exc:  # composition errors (typos, bad values): one line, exit 2
         if debug:
             raise

@@ -69,6 +69,22 @@ def test_kill_9_of_the_parent_leaves_no_child(tmp_path):
     assert gone(child, 3)
 
 
+def test_ctrl_c_while_the_harness_starts_is_one_line(tmp_path):
+    """Ctrl-C during the imports, plugin loading or Hydra's composition (seconds on a slow
+    machine) used to print the traceback of wherever it fell; now one line and exit 130."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "model=sample", "backend=overhead", "backend.cpu_s=60",
+                             "device=cpu", "tracking=off", f"tracking.results_dir={tmp_path}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    while psutil.Process(proc.pid).cpu_times().user < 0.3:  # importing (torch alone takes longer)
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted: stopped by SIGINT")
+    assert not list(tmp_path.rglob("*.json"))  # no run began: nothing recorded
+
+
 # -- bad input that used to slip through (issue 11's table) ------------------------------
 
 def test_protocol_values_are_checked(bench_cfg):

@@ -147,6 +147,25 @@ def test_a_job_whose_last_cpu_phase_was_short_does_not_wait_for_a_slot():
     assert Broker(devices=1, cpu_workers=1, short_phase_s=0).short_phase_s == 0  # 0: never
 
 
+def test_a_stopped_broker_starts_no_job_and_releases_one_waiting_to_start():
+    """After Ctrl-C no queued job starts: a new one is refused at once, one waiting for its first
+    CPU slot is released with the same answer, one already running keeps its slot."""
+    b = Broker(devices=1, cpu_workers=1)
+    assert b.start("running") == 0
+    answer: list[int] = []
+    waiting = threading.Thread(target=lambda: answer.append(b.start("queued")))
+    waiting.start()
+    time.sleep(0.2)
+    assert not answer  # no free slot: it waits
+    b.stop()
+    waiting.join(5)
+    assert answer == [leases.STOPPED] and "queued" not in b.jobs and b.cpu_queue == []
+    assert b.start("late") == leases.STOPPED and "late" not in b.jobs
+    assert b.jobs["running"].holds_cpu  # interrupted by its own signal, not by the broker
+    b.finish("running")
+    assert b.summary()["makespan_s"] >= 0
+
+
 def test_exclusive_is_a_no_op_outside_the_launcher(monkeypatch):
     monkeypatch.delenv(leases.ENV_ADDRESS, raising=False)
     with leases.exclusive() as device:
@@ -269,24 +288,47 @@ def test_loadaware_sweep_overlaps_cpu_phases_and_never_two_measurements(tmp_path
 
 def test_ctrl_c_ends_a_loadaware_sweep_with_one_line_and_keeps_the_records(tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while jobs run: each
-    running job records itself KILLED, a worker whose job finished leaves quietly, the sweep
-    ends KILLED, exit 130, no traceback."""
+    running job records itself KILLED, a worker whose job finished leaves quietly and starts no
+    queued job (it ignored the Ctrl-C between jobs: CI saw it start a 120 s job and the sweep
+    outlive the test), the sweep ends KILLED, exit 130, no traceback."""
     import signal
 
     cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
            "model=sample", "backend=overhead", "backend.cpu_s=1,120", "batch=1,2", "runner=quick", "device=cpu",
            f"tracking.results_dir={tmp_path}", "tracking=off"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    time.sleep(20)  # the workers start and two jobs enter their CPU phase
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as err_file:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err_file, text=True,
+                                start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 150
+        # a 1 s job finished and a 120 s job is 10 s into its CPU phase (its heartbeat): on a slow
+        # machine a fixed sleep came before the first and after the second job's start
+        while not ((1.0, "FINISHED") in _statuses(tmp_path) and "] 10 s elapsed" in log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    err = log.read_text()
     assert proc.returncode == 130, err[-3000:]
     assert "interrupted: the load-aware sweep stopped" in err and "Traceback" not in err
     state = json.loads(next((tmp_path / "records" / "sweeps").glob("*/sweep.json")).read_text())
     assert state["status"] == "KILLED"
-    statuses = {(r["config"]["backend"]["cpu_s"], r["status"]) for r in _records(tmp_path)}
+    statuses = _statuses(tmp_path)
     assert (120.0, "KILLED") in statuses and (120.0, "FINISHED") not in statuses and (1.0, "FINISHED") in statuses
+
+
+def _statuses(tmp: Path) -> set[tuple[float, str]]:
+    """(cpu_s, status) of the records saved so far."""
+    found = set()
+    for path in (tmp / "records").glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):  # one being written
+            r = json.loads(path.read_text())
+            found.add((r["config"]["backend"]["cpu_s"], r["status"]))
+    return found
 
 
 def _session_processes(sid: int) -> list[int]:

@@ -31,6 +31,7 @@ ENV_JOB = "HARNESS_LEASE_JOB"  # the job this process works for
 ENV_GPU = "HARNESS_LEASE_GPU"  # the GPU this job's device is (JSON: id, index, uuid, name, slot)
 SUMMARY_FILE = "launcher.json"  # in Hydra's sweep dir: makespan and device use, read by the sweep callback
 ENV_THREADS = "HARNESS_CPU_THREADS"  # threads one CPU slot is worth ((cores - devices) // cpu_workers)
+STOPPED = -1  # Broker.start's answer once the sweep is stopping: the job must not start
 
 
 def cores() -> int:
@@ -90,19 +91,31 @@ class Broker:
         self.device_holder: list[str | None] = [None] * devices
         self.cpu_queue: list[str] = []
         self.busy_s = [0.0] * devices
+        self.stopped = False  # the sweep was interrupted: no job starts any more
 
     def _now(self) -> float:
         return time.monotonic() - self.t0
 
     # -- job lifetime ----------------------------------------------------------------------
     def start(self, job: str) -> int:
-        """Bind ``job`` to the least loaded device and wait for a CPU slot; returns the device."""
+        """Bind ``job`` to the least loaded device and wait for a CPU slot; returns the device,
+        or :data:`STOPPED` once the sweep is stopping (the job must not start)."""
         with self.cond:
+            if self.stopped:
+                return STOPPED
             active = [j.device for j in self.jobs.values() if j.ended is None]
             device = min(range(self.devices), key=lambda d: (active.count(d), d))
             self.jobs[job] = JobLeases(device=device, started=self._now())
-        self._take_cpu(job)
-        return device
+        return device if self._take_cpu(job) else STOPPED
+
+    def stop(self) -> None:
+        """The sweep is interrupted: jobs that ask to start from now on, or still wait for their
+        first CPU slot, are told not to. A worker that was between jobs when Ctrl-C came (it
+        ignores the signal then) would otherwise start the next queued job after the interrupt
+        and run it to its end."""
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
 
     def finish(self, job: str) -> dict[str, Any]:
         """Release whatever ``job`` still holds (a crashed job included); returns its accounting."""
@@ -151,20 +164,28 @@ class Broker:
         self._take_cpu(job)
 
     # -- internals (called with the condition held, except _take_cpu) -----------------------
-    def _take_cpu(self, job: str) -> None:
+    def _take_cpu(self, job: str) -> bool:
+        """Wait for a CPU slot; False if the sweep stopped while a job waited for its first one."""
         with self.cond:
             j = self.jobs[job]
             if j.last_cpu_s is not None and j.last_cpu_s < self.short_phase_s:  # predicted short: no wait
                 j.holds_cpu, j.short, j.since = True, True, self._now()
-                return
+                return True
             self.cpu_queue.append(job)
             asked = self._now()
+            first = j.last_cpu_s is None and not j.exclusive_s
             while not (self.cpu_queue[0] == job and self._cpu_in_use() < self.cpu_workers):
+                if first and self.stopped:  # not started yet: it never will
+                    self.cpu_queue.remove(job)
+                    del self.jobs[job]  # it never ran: not in the makespan
+                    self.cond.notify_all()
+                    return False
                 self.cond.wait()
             self.cpu_queue.pop(0)
             j.holds_cpu, j.since = True, self._now()
             j.wait_s += j.since - asked
             self.cond.notify_all()  # the next in line may fit too
+            return True
 
     def _cpu_in_use(self) -> int:
         return sum(j.holds_cpu and not j.short for j in self.jobs.values())

@@ -14,15 +14,14 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from ..records import faults, sweeps
-from . import sweep_table
 from ..config import ConfigError
-from ..machine.environment import sweep_device
 from ..lifecycle import THIS, Sweep
-from ..records.store import StoreError
-from ..records.tracking import Tracker, mlflow_available, store_of
+from ..machine.environment import sweep_device
 from ..machine.leases import read_summary
-from ..records.tracking import write_json
+from ..records import faults, sweeps
+from ..records.store import StoreError
+from ..records.tracking import Tracker, mlflow_available, store_of, write_json
+from . import sweep_table
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
 def job_sweep_info(hydra_sweep_dir: str) -> dict[str, Any]:

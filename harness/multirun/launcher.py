@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..machine import leases
-from ..machine.clocks import load_nvml, nvml_text, visible_gpus
 from ..config import ConfigError
 from ..lifecycle import THIS
+from ..machine import leases
+from ..machine.clocks import load_nvml, nvml_text, visible_gpus
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,8 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
     THIS.busy = True
     try:
         device = broker.start(job)
+        if device == leases.STOPPED:  # the sweep was interrupted before this job began: it never runs
+            return None
         with open_dict(sweep_config):
             if gpus:
                 os.environ["CUDA_VISIBLE_DEVICES"] = gpus[device]["id"]
@@ -216,7 +218,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
                 raise KeyboardInterrupt from None
         pool.shutdown()
     except KeyboardInterrupt as exc:
-        _interrupted(pool, futures, getattr(exc, "signum", signal.SIGINT))
+        _interrupted(pool, futures, broker, getattr(exc, "signum", signal.SIGINT))
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
@@ -246,25 +248,47 @@ def _sigterm_interrupts() -> Any:
     return signal.signal(signal.SIGTERM, on_term)
 
 
-def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], signum: int = signal.SIGINT) -> None:
+def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], broker: leases.Broker,
+                 signum: int = signal.SIGINT) -> None:
     """Ctrl-C or SIGTERM: jobs not started are dropped, running ones are interrupted (each records
     itself KILLED, as under the basic launcher), the workers are ended and the sweep is ended
     KILLED; one line, exit 128 + the signal. A second Ctrl-C does not break this."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    broker.stop()  # a worker that was between jobs (it ignores Ctrl-C then) starts no queued job
     for future in futures:
         future.cancel()
-    procs = [p for p in getattr(pool, "_processes", {}).values() if p.is_alive()]
+    procs = _workers(pool)
     for proc in procs:  # Ctrl-C reached them already; `kill -INT` of this process alone did not
         with contextlib.suppress(OSError):
             os.kill(proc.pid, signal.SIGINT)
     _, stuck = wait([f for f in futures if not f.cancelled()], timeout=60)  # each job records itself KILLED
-    if stuck:  # a job that does not stop is ended with its worker
+    if stuck:  # a job that does not stop: SIGTERM, which it records too, then its worker is killed
         for proc in procs:
             proc.terminate()
-    pool.shutdown(wait=not stuck, cancel_futures=True)
+        wait(stuck, timeout=15)
+    _end_workers(pool, procs)
     if THIS.sweep is not None:
         THIS.sweep.end("KILLED")
     print("interrupted: the load-aware sweep stopped; finished and interrupted jobs keep their records "
           "(rerun the command to resume)", file=sys.stderr, flush=True)
     raise SystemExit(128 + signum)
+
+
+def _workers(pool: ProcessPoolExecutor) -> list[Any]:
+    """The pool's live worker processes."""
+    return [p for p in list((getattr(pool, "_processes", None) or {}).values()) if p.is_alive()]
+
+
+def _end_workers(pool: ProcessPoolExecutor, procs: list[Any], grace_s: float = 10.0) -> None:
+    """Shut the pool down and make sure no worker outlives the launcher: an idle worker leaves on
+    the pool's sentinel; one still in a job's signal handling is killed after ``grace_s``. (A
+    worker left waiting for work kept the launcher from exiting: the pool joins its workers at
+    exit, and the test waiting for the sweep's end timed out.)"""
+    procs = procs + [p for p in _workers(pool) if p not in procs]
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.join(grace_s)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)

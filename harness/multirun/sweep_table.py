@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..stats import judge_speedup
-from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
 from ..machine.leases import summary_line
+from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
 from ..records.tracking import Tracker, mlflow_available
+from ..stats import judge_speedup
 
 
 def normal_baseline(baseline: str) -> str:

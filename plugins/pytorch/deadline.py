@@ -12,6 +12,8 @@ from typing import Any
 
 from harness.backend import BackendError
 
+REPEAT_S = 0.5  # past the deadline, how often the interrupt comes again
+
 
 class _Expired(BaseException):
     """Raised by the SIGALRM handler. A BaseException, like KeyboardInterrupt, so that the
@@ -29,7 +31,12 @@ class Deadline:
     harness calls ``prepare`` in the main thread of its measuring process (``isolation._child``,
     or ``run_inline`` from the CLI). In any other thread the block runs without a deadline
     (``active`` is False) and ``runner.timeout_s`` remains the limit. The previous SIGALRM handler
-    is restored afterwards, and a timer that was already running goes on with what it had left."""
+    is restored afterwards, and a timer that was already running goes on with what it had left.
+
+    Past the deadline the signal comes again every :data:`REPEAT_S` until the block ends: code
+    that swallows the first ``_Expired`` (a garbage-collector callback, JAX's among them, reports
+    an exception raised inside it as "unraisable" and carries on) is interrupted again, not left
+    to run on to ``runner.timeout_s``."""
 
     def __init__(self, seconds: float, what: str, key: str, hint: str = ""):
         self.seconds = seconds
@@ -39,20 +46,23 @@ class Deadline:
         self._previous: Any = None  # the handler to restore
         self._outer = (0.0, 0.0)
         self._start = 0.0
+        self._exiting = False
 
     def _expire(self, signum: int, frame: FrameType | None) -> None:
         self.fired = True
-        raise _Expired
+        if not self._exiting:  # once the block ends, a repeat must not escape from __exit__
+            raise _Expired
 
     def __enter__(self) -> Deadline:
         if self.active:
             self._previous = signal.signal(signal.SIGALRM, self._expire)
             self._start = time.monotonic()
-            self._outer = signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            self._outer = signal.setitimer(signal.ITIMER_REAL, self.seconds, REPEAT_S)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self._exiting = True
         if not self.active:
             return
         signal.setitimer(signal.ITIMER_REAL, 0)

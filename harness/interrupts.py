@@ -1,0 +1,50 @@
+"""Ctrl-C outside a run: one line and exit 130, as a Ctrl-C during a run gives (the run records
+itself KILLED and says so), never the traceback of whatever was importing or composing.
+
+``python -m harness`` spends seconds importing torch, the plugins and Hydra before the CLI's own
+code runs; runpy imports the package (this ``__init__``) to find ``__main__``, so a ``try`` in
+``__main__`` comes too late. :func:`quiet_while_starting` covers that stretch, the CLI takes over
+with :func:`started` and :func:`outside_a_run`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Any, NoReturn
+
+STARTING = "interrupted: stopped by SIGINT while starting; nothing was run"
+OUTSIDE = "interrupted: stopped by SIGINT outside a run; finished runs keep their records"
+
+
+def _while_starting(signum: int, frame: Any) -> NoReturn:
+    print(STARTING, file=sys.stderr, flush=True)
+    raise SystemExit(130)
+
+
+def quiet_while_starting() -> None:
+    """Under ``python -m`` (``sys.argv[0]`` is ``-m`` while runpy still looks for the module), a
+    Ctrl-C before the CLI starts exits with one line. A library import (``import harness``) and an
+    ignored SIGINT (a shell's background job) are left as they are."""
+    if (sys.argv[:1] == ["-m"] and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        signal.signal(signal.SIGINT, _while_starting)
+
+
+def started() -> None:
+    """The CLI runs: Ctrl-C raises KeyboardInterrupt again, which runs and sweeps handle."""
+    if signal.getsignal(signal.SIGINT) is _while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def outside_a_run(sweep: Any = None) -> NoReturn:
+    """Ctrl-C while the CLI composes its config or between a sweep's runs: the sweep this process
+    started (``sweep``) is ended KILLED (a rerun resumes it); one line, exit 130. With
+    ``--debug`` the KeyboardInterrupt is raised as it is."""
+    if os.environ.get("HARNESS_DEBUG"):
+        raise KeyboardInterrupt
+    if sweep is not None:
+        sweep.end("KILLED")
+    print(OUTSIDE, file=sys.stderr, flush=True)
+    raise SystemExit(130)
