@@ -296,17 +296,11 @@ def test_ctrl_c_ends_a_loadaware_sweep_with_one_line_and_keeps_the_records(tmp_p
     cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
            "model=sample", "backend=overhead", "backend.cpu_s=1,120", "batch=1,2", "runner=quick", "device=cpu",
            f"tracking.results_dir={tmp_path}", "tracking=off"]
-    log = tmp_path / "stderr.txt"
-    with log.open("w") as err_file:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err_file, text=True,
-                                start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc, log = _start_sweep(cmd, tmp_path)
     try:
-        deadline = time.monotonic() + 150
         # a 1 s job finished and a 120 s job is 10 s into its CPU phase (its heartbeat): on a slow
         # machine a fixed sleep came before the first and after the second job's start
-        while not ((1.0, "FINISHED") in _statuses(tmp_path) and "] 10 s elapsed" in log.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
+        _wait_for(proc, log, lambda: (1.0, "FINISHED") in _statuses(tmp_path) and _heartbeats(log) >= 1)
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=120)
     finally:
@@ -319,6 +313,30 @@ def test_ctrl_c_ends_a_loadaware_sweep_with_one_line_and_keeps_the_records(tmp_p
     assert state["status"] == "KILLED"
     statuses = _statuses(tmp_path)
     assert (120.0, "KILLED") in statuses and (120.0, "FINISHED") not in statuses and (1.0, "FINISHED") in statuses
+
+
+def _start_sweep(cmd: list[str], tmp: Path) -> tuple[subprocess.Popen, Path]:
+    """A sweep in a session of its own (SIGINT's default disposition, whatever this suite
+    inherited), its stderr in a file the test can read while it runs."""
+    import signal
+
+    log = tmp / "stderr.txt"
+    with log.open("w") as err_file:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err_file, text=True,
+                                start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return proc, log
+
+
+def _heartbeats(log: Path) -> int:
+    """Jobs 10 s into a CPU phase (the overhead backend's prepare prints it once per job)."""
+    return log.read_text().count("] 10 s elapsed")
+
+
+def _wait_for(proc: subprocess.Popen, log: Path, ready, limit_s: float = 150.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not ready():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
 
 
 def _statuses(tmp: Path) -> set[tuple[float, str]]:
@@ -351,17 +369,17 @@ def test_sigterm_to_the_launcher_stops_its_workers_jobs_too(tmp_path):
     cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
            "model=sample", "backend=overhead", "backend.cpu_s=120", "batch=1,2", "runner=quick", "device=cpu",
            f"tracking.results_dir={tmp_path}", "tracking=off"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    time.sleep(20)  # both jobs in their CPU phase
-    os.kill(proc.pid, signal.SIGTERM)
+    proc, log = _start_sweep(cmd, tmp_path)
     try:
-        out, err = proc.communicate(timeout=120)
+        _wait_for(proc, log, lambda: _heartbeats(log) >= 2)  # both jobs in their CPU phase
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
         time.sleep(2)
         left = _session_processes(proc.pid)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group
+    err = log.read_text()
     assert left == [], left  # no orphaned worker still running a job
     assert proc.returncode == 143, err[-3000:]
     assert "interrupted: the load-aware sweep stopped" in err and "Traceback" not in err
