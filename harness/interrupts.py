@@ -24,10 +24,13 @@ def _while_starting(signum: int, frame: Any) -> NoReturn:
 
 
 def quiet_while_starting() -> None:
-    """Under ``python -m`` (``sys.argv[0]`` is ``-m`` while runpy still looks for the module), a
-    Ctrl-C before the CLI starts exits with one line. A library import (``import harness``) and an
-    ignored SIGINT (a shell's background job) are left as they are."""
-    if (sys.argv[:1] == ["-m"] and threading.current_thread() is threading.main_thread()
+    """Under ``python -m harness`` (``sys.argv[0]`` is ``-m`` while runpy still looks for the
+    module), a Ctrl-C before the CLI starts exits with one line. A library import (``import
+    harness``), the other commands (``python -m harness.upload``, ``harness.report``: their work
+    is not "starting") and an ignored SIGINT (a shell's background job) are left as they are."""
+    argv = list(getattr(sys, "orig_argv", []))
+    command = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
+    if (sys.argv[:1] == ["-m"] and command == "harness" and threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
         signal.signal(signal.SIGINT, _while_starting)
 

@@ -85,6 +85,24 @@ def test_ctrl_c_while_the_harness_starts_is_one_line(tmp_path):
     assert not list(tmp_path.rglob("*.json"))  # no run began: nothing recorded
 
 
+@pytest.mark.parametrize("command,quiet", [("harness", True), ("harness.upload", False), ("harness.report", False)])
+def test_only_python_m_harness_exits_quietly_while_starting(monkeypatch, command, quiet):
+    """The start-up handler is for `python -m harness` alone: upload and report do their work
+    while "starting" by that measure, and their Ctrl-C must not say that nothing was run."""
+    from harness import interrupts
+
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", command, "x=1"], raising=False)
+    monkeypatch.setattr(sys, "argv", ["-m", "x=1"])
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupts.quiet_while_starting()
+        assert (signal.getsignal(signal.SIGINT) is interrupts._while_starting) == quiet
+        interrupts.started()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 # -- bad input that used to slip through (issue 11's table) ------------------------------
 
 def test_protocol_values_are_checked(bench_cfg):
