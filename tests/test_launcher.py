@@ -5,6 +5,7 @@ under ``hydra/launcher=loadaware`` against the basic launcher."""
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -291,8 +292,6 @@ def test_ctrl_c_ends_a_loadaware_sweep_with_one_line_and_keeps_the_records(tmp_p
     running job records itself KILLED, a worker whose job finished leaves quietly and starts no
     queued job (it ignored the Ctrl-C between jobs: CI saw it start a 120 s job and the sweep
     outlive the test), the sweep ends KILLED, exit 130, no traceback."""
-    import signal
-
     cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
            "model=sample", "backend=overhead", "backend.cpu_s=1,120", "batch=1,2", "runner=quick", "device=cpu",
            f"tracking.results_dir={tmp_path}", "tracking=off"]
@@ -318,8 +317,6 @@ def test_ctrl_c_ends_a_loadaware_sweep_with_one_line_and_keeps_the_records(tmp_p
 def _start_sweep(cmd: list[str], tmp: Path) -> tuple[subprocess.Popen, Path]:
     """A sweep in a session of its own (SIGINT's default disposition, whatever this suite
     inherited), its stderr in a file the test can read while it runs."""
-    import signal
-
     log = tmp / "stderr.txt"
     with log.open("w") as err_file:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err_file, text=True,
@@ -364,8 +361,6 @@ def _session_processes(sid: int) -> list[int]:
 def test_sigterm_to_the_launcher_stops_its_workers_jobs_too(tmp_path):
     """SIGTERM to the launcher alone (a scheduler's time limit): the running jobs are interrupted
     and recorded KILLED, no worker is left running, exit 143, one line."""
-    import signal
-
     cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
            "model=sample", "backend=overhead", "backend.cpu_s=120", "batch=1,2", "runner=quick", "device=cpu",
            f"tracking.results_dir={tmp_path}", "tracking=off"]

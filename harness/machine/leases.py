@@ -106,7 +106,7 @@ class Broker:
             active = [j.device for j in self.jobs.values() if j.ended is None]
             device = min(range(self.devices), key=lambda d: (active.count(d), d))
             self.jobs[job] = JobLeases(device=device, started=self._now())
-        return device if self._take_cpu(job) else STOPPED
+        return device if self._take_cpu(job, starting=True) else STOPPED
 
     def stop(self) -> None:
         """The sweep is interrupted: jobs that ask to start from now on, or still wait for their
@@ -164,8 +164,8 @@ class Broker:
         self._take_cpu(job)
 
     # -- internals (called with the condition held, except _take_cpu) -----------------------
-    def _take_cpu(self, job: str) -> bool:
-        """Wait for a CPU slot; False if the sweep stopped while a job waited for its first one."""
+    def _take_cpu(self, job: str, starting: bool = False) -> bool:
+        """Wait for a CPU slot; False if the sweep stopped while a ``starting`` job waited for its first."""
         with self.cond:
             j = self.jobs[job]
             if j.last_cpu_s is not None and j.last_cpu_s < self.short_phase_s:  # predicted short: no wait
@@ -173,9 +173,8 @@ class Broker:
                 return True
             self.cpu_queue.append(job)
             asked = self._now()
-            first = j.last_cpu_s is None and not j.exclusive_s
             while not (self.cpu_queue[0] == job and self._cpu_in_use() < self.cpu_workers):
-                if first and self.stopped:  # not started yet: it never will
+                if starting and self.stopped:  # not started yet: it never will
                     self.cpu_queue.remove(job)
                     del self.jobs[job]  # it never ran: not in the makespan
                     self.cond.notify_all()

@@ -41,8 +41,8 @@ class TvmBackend(Backend[TvmConfig]):
         """The compiled VM executable; TVM's default pipeline (dlight GPU schedules on cuda).
 
         On cuda, dlight tensorizes an fp16 matmul with every extent over 64 (the classifier at
-        batch 128) and imports TVM's tensor intrinsics for it, which without the tuning's inspect
-        fix took 91 s of the build on a 2-core CPU (6.4 s with it)."""
+        batch 128) and imports TVM's tensor intrinsics for it: 66 s of that build on a 2-core CPU
+        without the tuning's inspect fix, 12 s with it (bench/tvm_intrinsics_import.py --build)."""
         import tvm
         tuning.cache_sourceless_frames()
         with self.pass_context():
@@ -102,9 +102,6 @@ class TvmCudnnBackend(TvmBackend):
         return None
 
     def lower(self, mod, target, work, metrics, params):
-        import os
-
-
         params["tvm_cudnn_library"] = str(load())
         if work.precision == "fp32":  # strict float32: cuDNN's tensor-op math would take TF32 otherwise
             os.environ["NVIDIA_TF32_OVERRIDE"] = "0"  # (read when cuDNN's handle is made, in this child only)
