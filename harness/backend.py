@@ -15,9 +15,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from ios_core.errors import UserError
-from ios_core.ir import Graph
 
 from .config import BackendConfig
+from .models import FORMS, Model
 
 ConfigT = TypeVar("ConfigT", bound=BackendConfig)
 
@@ -62,8 +62,8 @@ class Prepared:
 
 class Backend(ABC, Generic[ConfigT]):
     """Base class of every backend plugin: class attributes describe it (``name``, ``devices``,
-    ``requires``, ``extra``, ``config_class``); :meth:`prepare` builds the model for one
-    (graph, batch, device, precision) and returns a :class:`Prepared` whose ``infer`` the
+    ``requires``, ``extra``, ``config_class``, ``forms``); :meth:`prepare` builds the model for one
+    (model, batch, device, precision) and returns a :class:`Prepared` whose ``infer`` the
     protocol times. ``self.cfg`` is the backend's typed config (``class Ios(Backend[IosConfig])``).
     Library imports belong in ``prepare``, not at module import."""
 
@@ -84,6 +84,11 @@ class Backend(ABC, Generic[ConfigT]):
     #: report columns leave them out
     label_options: ClassVar[tuple[str, ...]] = ()
     aliases: ClassVar[tuple[str, ...]] = ()  # older names still accepted for ``backend=``
+    #: the model forms it takes, in order of preference (``module``: the torch nn.Module, ``onnx``: the ONNX
+    #: model, ``graph``: ios_core's IR); the protocol makes the first the model can be given in before
+    #: ``prepare`` (its time is the model's, not the backend's), and a model it cannot take fails the job in
+    #: one line naming why. Empty: the backend needs no model (the harness's overhead)
+    forms: ClassVar[tuple[str, ...]] = ("graph",)
     #: MLflow sections for this backend's own metrics: section name -> metric name prefixes
     metric_groups: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: prepare and the first call time kernels on the GPU themselves (engine builds, autotuners, cuDNN's
@@ -139,6 +144,10 @@ class Backend(ABC, Generic[ConfigT]):
         return self.label_of(self.cfg)
 
     @abstractmethod
-    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
-        """Convert and compile ``graph`` for the device (timed as the optimization cost)."""
+    def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
+        """Convert and compile the model for the device (timed as the optimization cost): ``model.graph()``,
+        ``model.onnx()`` or ``model.module()``, whichever of its ``forms`` it takes (the protocol has made the
+        first of them already); ``model.input_shape`` is (C, H, W)."""
 
+
+__all__ = ["FORMS", "Backend", "BackendError", "MissingDependency", "Model", "Prepared", "store_dir"]

@@ -3,28 +3,33 @@
     python -m harness model=inception_v3 backend=pytorch batch=1
     python -m harness -m batch=1,8 backend=pytorch
     python -m harness --list-backends
+    python -m harness --list-models [timm|torchvision] [PATTERN]
     python -m harness --debug ...      (full tracebacks)
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
 from typing import Any
 
 from hydra_plugins.harness_loadaware.loadaware_launcher import LoadAwareLauncher
 from ios_core.errors import UserError
+from ios_core.models import MODELS
 
 from .backend import BackendError
 from .config import ConfigError, conf_dir, hydra_error_line
 from .interrupts import outside_a_run, started
-from .job import check_results_dir, run
+from .job import run
 from .lifecycle import THIS
 from .machine.environment import resolve_device
+from .models import zoos
 from .multirun.callbacks import job_sweep_info
 from .plugins import aliases, backend_table, check_runnable, get_backend, register_configs
 from .records import sweeps
 from .records.store import StoreError
+from .spec import check_results_dir
 
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 
@@ -157,9 +162,12 @@ def _main(argv: list[str] | None) -> None:
         if "--list-backends" in argv:
             _print_backends()
             return
+        if "--list-models" in argv:
+            _print_models(argv[argv.index("--list-models") + 1:])
+            return
         register_configs()
         _register_launcher()
-    except BackendError as exc:  # a plugin that cannot be loaded
+    except UserError as exc:  # a plugin that cannot be loaded, a zoo that is not installed
         if os.environ.get("HARNESS_DEBUG"):
             raise
         print(f"error: {exc}", file=sys.stderr)
@@ -184,3 +192,18 @@ def _main(argv: list[str] | None) -> None:
     if failed:
         print(f"{failed} run(s) failed", file=sys.stderr)
         sys.exit(1)
+
+
+def _print_models(args: list[str]) -> None:
+    """The zoo's models and the sources; with a source (timm, torchvision) its names, filtered by a glob."""
+    if not args:
+        print("zoo (model=NAME):", ", ".join(m for m in MODELS if m != "onnx"))
+        print("sources: model=timm model.arch=NAME | model=torchvision model.arch=NAME | model=onnx model.path=FILE"
+              " | model=module model.target=package.module:factory")
+        print("names: python -m harness --list-models timm '*vit*'  (or torchvision)")
+        return
+    zoo, pattern = args[0], (args[1] if len(args) > 1 else "*")
+    if zoo not in zoos.LISTING:
+        raise ConfigError(f"--list-models {zoo}: choose timm or torchvision")
+    names = [n for n in zoos.architectures(zoo) if fnmatch.fnmatch(n, pattern)]
+    print("\n".join(names) if names else f"no {zoo} model matches {pattern!r}")

@@ -73,8 +73,20 @@ class ClockLockMode(str, Enum):
 
 @dataclass
 class ModelConfig:
+    """Where the network comes from (resolved once by :func:`harness.models.resolve`): a zoo model by
+    ``name`` (inception_v3, nasnet, ...), or a source: ``timm``/``torchvision`` with ``arch``, ``onnx``
+    with ``path``, ``module`` with ``target`` (``package.module:factory`` returning an nn.Module)."""
+
     name: str = MISSING
-    params: dict[str, Any] = field(default_factory=dict)
+    arch: str = ""  # model=timm / model=torchvision: the zoo's model name (resnet50, vit_base_patch16_224)
+    path: str = ""  # model=onnx: the ONNX file (model.params.path is still read)
+    target: str = ""  # model=module: package.module:factory
+    image_size: int = 0  # 0: the model's own (timm's pretrained config, torchvision's weights, the file's input)
+    params: dict[str, Any] = field(default_factory=dict)  # a zoo builder's parameters (channels, filters, ...)
+
+    def __post_init__(self) -> None:
+        if self.image_size < 0:
+            raise ConfigError(f"model.image_size={self.image_size} must be >= 0 (0: the model's own size)")
 
 
 @dataclass

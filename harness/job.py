@@ -9,28 +9,23 @@ import contextlib
 import copy
 import functools
 import json
-import os
 import signal
 import sys
 import threading
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ios_core.ir import GraphError
-from ios_core.models import build_model, check_params
-
-from .config import BenchConfig, ClockLockMode, ConfigError, conf_dir, default_backend, hydra_error_line, validate
+from .config import ClockLockMode, ConfigError, conf_dir, hydra_error_line
 from .machine.clocks import ClockLock, load_nvml, nvml_index
-from .machine.environment import resolve_device
 from .machine.leases import job_stats
 from .measure.isolation import Interrupted, Outcome, run_inline, run_isolated
 from .measure.protocol import measure
-from .plugins import get_backend, label_options, register_configs
+from .plugins import label_options, register_configs
 from .records import faults, sweeps
 from .records.record import Measurement, Record, Status
 from .records.tracking import deliver, flatten, records_dir, save_record
+from .spec import RunSpec, resolve_run
 
 
 def summary_line(model: str, optimization: str, batch: int, cost_s: float | None, latency_ms: float | None) -> str:
@@ -42,85 +37,9 @@ def summary_line(model: str, optimization: str, batch: int, cost_s: float | None
             f"Optimization cost: {cost:<8} | Latency: {lat:<10}")
 
 
-#: the config groups a command line names presets of (``runner=quick``)
-PRESET_GROUPS = ("model", "backend", "device", "runner", "tracking")
-
-
 def to_plain(cfg: Any) -> dict[str, Any]:
-    """Any config form (BenchConfig, DictConfig, dict) -> a validated plain dict."""
-    return checked(cfg)[1]
-
-
-def checked(cfg: Any) -> tuple[BenchConfig, dict[str, Any]]:
-    """Any config form (BenchConfig, DictConfig, dict) -> the validated typed config (what the
-    measuring child and the protocol use; the backend's own dataclass inside) and the same as a
-    plain dict (what the record, MLflow and the sweep's index keep)."""
-    if isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is not BenchConfig:  # made without the schema
-        cfg = OmegaConf.to_container(cfg)
-    if isinstance(cfg, dict):  # from Python: apply the schema and the backend's dataclass defaults
-        cfg = dict(cfg)
-        named = [f"{k}={v}" for k, v in cfg.items() if k in PRESET_GROUPS and isinstance(v, str)]
-        if named:  # a preset by name is the CLI's way: one line saying how to ask for it from Python
-            raise ConfigError(f"{', '.join(named)}: a config group in a dict takes its values, not a preset name; "
-                              f"for presets use harness.run(overrides=[{', '.join(map(repr, named))}, ...])")
-        name = get_backend(cfg.get("backend", {}).get("name") or default_backend()).name  # aliases resolved
-        cfg["backend"] = {**cfg.get("backend", {}), "name": name}
-        get_backend(name).config_class.check_keys(cfg.get("backend", {}).keys(), name)
-        cfg["backend"] = OmegaConf.merge(OmegaConf.structured(get_backend(name).config_class(name=name)),
-                                         cfg.get("backend", {}))
-        cfg = OmegaConf.merge(OmegaConf.structured(BenchConfig), cfg)
-    elif not isinstance(cfg, DictConfig):
-        cfg = OmegaConf.structured(cfg)
-    # before the typed config, which would refuse the missing (???) path without saying how to give it
-    if (not OmegaConf.is_missing(cfg, "model") and OmegaConf.select(cfg, "model.name") == "onnx"
-            and not OmegaConf.select(cfg, "model.params.path")):
-        raise ConfigError("model=onnx needs the file: add model.params.path=/abs/net.onnx")
-    typed = validate(cfg)  # every group's value checks, as the typed config is made
-    plain = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
-    backend = plain["backend"]["name"]  # its values were checked above; `+backend.mdoe=x` slips past those
-    get_backend(backend).config_class.check_keys(plain["backend"].keys(), backend)
-    plain["tracking"]["results_dir"] = str(Path(plain["tracking"]["results_dir"]).resolve())
-    check_results_dir(plain["tracking"]["results_dir"])
-    if plain["device"]["type"] == "cuda":
-        resolve_device("cuda")  # no GPU: one line before any work, not a failed run
-    for key, path in _input_files(plain).items():  # files the child would read: checked here, before any work
-        if not Path(path).is_file():
-            raise ConfigError(f"{key}={path}: no such file")
-        if not os.access(path, os.R_OK):
-            raise ConfigError(f"{key}={path}: cannot be read (permissions)")
-    model = plain["model"]
-    try:
-        check_params(model["name"], model.get("params") or {})
-        if "image_size" in (model.get("params") or {}):  # the range (the least size that builds) is known
-            build_model(model["name"], **model["params"])  # only by building: under a second on the CPU
-    except GraphError as exc:
-        raise ConfigError(str(exc)) from None
-    typed.tracking.results_dir = plain["tracking"]["results_dir"]  # resolved above
-    return typed, plain
-
-
-def _input_files(plain: dict[str, Any]) -> dict[str, str]:
-    files = {}
-    params = plain["model"].get("params") or {}
-    if plain["model"]["name"] == "onnx" and params.get("path"):
-        files["model.params.path"] = str(params["path"])
-    for key, value in plain["backend"].items():
-        if key.endswith("_file") and value:
-            files[f"backend.{key}"] = str(value)
-    return files
-
-
-def check_results_dir(path: str) -> None:
-    """Fail before any work when the results folder cannot be written."""
-    p = Path(path)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        probe = p / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigError(f"tracking.results_dir={path} cannot be written ({exc.strerror or exc}); "
-                          f"choose a writable folder") from None
+    """Any config form (BenchConfig, DictConfig, dict) -> the validated config as plain data."""
+    return resolve_run(cfg).config
 
 
 def compose(overrides: list[str]) -> DictConfig:
@@ -155,22 +74,20 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         cfg = compose(overrides)
     elif cfg is None:
         cfg = compose([])
-    typed, plain = checked(cfg)
+    spec = resolve_run(cfg)
+    plain = spec.config
     tr = plain["tracking"]
     tracking = {"enabled": tr["enabled"], "uri": tr["uri"],  # empty: the store beside wherever the record is
                 "experiment": tr["experiment"], **(sweep or {})}
-    try:  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
-        label = get_backend(typed.backend.name).label_of(typed.backend)
-    except Exception:
-        label = plain["backend"]["name"]
-    run_name = variant_name(plain, label, plain["device"]["type"], sweep)
+    label = spec.label()  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
+    run_name = variant_name(spec, label, sweep)
     if sweep and sweep.get("sweep_id") and not plain["sweep"]["rerun"]:
         earlier = _finished_before(plain, sweep, run_name, quiet)
         if earlier is not None:
             return earlier
     record = Record.new(plain, tracking, run_name)
-    outcome, interrupted = _measure_locked(typed, record)
-    status, line, label = _take_outcome(record, plain, outcome, interrupted, label, sweep)
+    outcome, interrupted = _measure_locked(spec, record)
+    status, line, label = _take_outcome(record, spec, outcome, interrupted, label, sweep)
     waited = _lease_accounting(record)
     if waited >= 1.0:  # the optimization cost and the run's time include it
         note = f"waited {waited:.0f} s for the device or a CPU slot (load-aware launcher)"
@@ -197,7 +114,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     return record
 
 
-def _take_outcome(record: Record, plain: dict[str, Any], outcome: Outcome, interrupted: Interrupted | None,
+def _take_outcome(record: Record, spec: RunSpec, outcome: Outcome, interrupted: Interrupted | None,
                   label: str, sweep: dict[str, str] | None) -> tuple[Status, str, str]:
     """Put the measurement (or the error, and what an interrupted run measured) into the record;
     returns its status, summary line and the variant's label."""
@@ -206,10 +123,10 @@ def _take_outcome(record: Record, plain: dict[str, Any], outcome: Outcome, inter
         res: Measurement | None = outcome.result
         assert res is not None  # an ok outcome carries the child's result
         status = "FINISHED"
-        record.run_name = variant_name(plain, label, res.device, sweep)
+        record.run_name = variant_name(spec, label, sweep)
         record.take(res)
         label = res.display_name
-        line = summary_line(plain["model"]["name"], label, plain["batch"], res.metrics["optimization_cost_s"],
+        line = summary_line(spec.model.label, label, spec.cfg.batch, res.metrics["optimization_cost_s"],
                             res.metrics["latency_median_ms"])
         record.notes = list(res.notes)
         line += "".join(f" | {note}" for note in record.notes)  # why it stopped early, noise, throttling
@@ -219,14 +136,14 @@ def _take_outcome(record: Record, plain: dict[str, Any], outcome: Outcome, inter
         partial = interrupted.partial if interrupted is not None else None
         if partial:  # what was measured before the interrupt is kept
             record.take(partial)
-        line = summary_line(plain["model"]["name"], label, plain["batch"], None, None) + f" | {outcome.error}"
+        line = summary_line(spec.model.label, label, spec.cfg.batch, None, None) + f" | {outcome.error}"
     return status, line, label
 
 
-def _measure_locked(cfg: BenchConfig, record: Record) -> tuple[Outcome, Interrupted | None]:
+def _measure_locked(spec: RunSpec, record: Record) -> tuple[Outcome, Interrupted | None]:
     """The measurement (in its child process unless ``runner.isolate=false``) with the GPU's clock
     locked as asked and always reset; an interrupt or a refused lock becomes an outcome."""
-    runner, dev = cfg.runner, cfg.device
+    runner, dev = spec.cfg.runner, spec.cfg.device
     lock = None
     if dev.lock_clocks != ClockLockMode.off:
         nvml = load_nvml()
@@ -240,8 +157,8 @@ def _measure_locked(cfg: BenchConfig, record: Record) -> tuple[Outcome, Interrup
                 target_mhz = float(lock.locked_mhz or 0)
                 record.tags["clock_locked_mhz"] = str(lock.locked_mhz)
             job = functools.partial(measure, clock_target_mhz=target_mhz)  # picklable for the spawned child
-            outcome = (run_isolated(job, cfg, runner.timeout_s) if runner.isolate  # the typed config, pickled
-                       else run_inline(job, copy.deepcopy(cfg)))  # measure fills in the store
+            outcome = (run_isolated(job, spec, runner.timeout_s) if runner.isolate  # the run's spec, pickled
+                       else run_inline(job, copy.deepcopy(spec)))  # measure fills in the store
     except (KeyboardInterrupt, Interrupted) as exc:
         interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
         outcome = Outcome(False, None, f"interrupted by {interrupted}")
@@ -285,14 +202,10 @@ def _pct(key: str) -> float:
 NAMED = ("model", "batch", "precision", "device", "device.type")
 
 
-def variant_name(plain: dict[str, Any], label: str, device: str, sweep: dict[str, Any] | None) -> str:
+def variant_name(spec: RunSpec, label: str, sweep: dict[str, Any] | None) -> str:
     """The run's name: model, variant, batch, precision, device, and in a sweep the other options
     that tell its jobs apart (``inception_v3 IOS-Both bs1 tf32 cuda r=2 s=8``)."""
-    model = plain["model"]["name"]
-    size = (plain["model"].get("params") or {}).get("image_size")
-    if size:  # a size other than the model's own (squeezenet_small): the name says so, as the report does
-        model = f"{model}@{size}"
-    name = f"{model} {label} bs{plain['batch']} {plain['precision']} {device}"
+    name = f"{spec.model.label} {label} bs{spec.cfg.batch} {spec.precision} {spec.device}"
     swept = {o.lstrip("+~").partition("=")[0] for o in str((sweep or {}).get("sweep_command", "")).split()
              if "=" in o and "," in o.partition("=")[2]} | set((sweep or {}).get("swept", []))  # what it varies
     named = {*NAMED, *label_options()}

@@ -132,11 +132,11 @@ def backend_table() -> list[tuple[str, str, str, str, str, str]]:
     return rows
 
 
-def check_runnable(name: str, device: str, ready: bool = True) -> None:
-    """Raise the error a run of backend ``name`` on ``device`` would stop with before any work: its library
-    missing (MissingDependency), a device it does not run on, and with ``ready`` a build feature it lacks
-    (BackendError). The same checks as ``--list-backends``."""
-    cls = get_backend(name)
+def check_runnable(backend: str | type[Backend], device: str, ready: bool = True) -> None:
+    """Raise the error a run of ``backend`` (a name or its class) on ``device`` would stop with before any work:
+    its library missing (MissingDependency), a device it does not run on, and with ``ready`` a build feature it
+    lacks (BackendError). The same checks as ``--list-backends``."""
+    cls = get_backend(backend) if isinstance(backend, str) else backend
     cls.check_installed()
     if device not in cls.devices:
         raise BackendError(f"backend {cls.name!r} does not run on {device} (it supports: {', '.join(cls.devices)})")

@@ -13,29 +13,29 @@ from harness.hookspecs import hookimpl
 class Crash(Backend):
     name = "test_crash"
 
-    def prepare(self, graph, batch, device, precision):
+    def prepare(self, model, batch, device, precision):
         os.kill(os.getpid(), signal.SIGSEGV)
 
 
 class Hang(Backend):
     name = "test_hang"
 
-    def prepare(self, graph, batch, device, precision):
+    def prepare(self, model, batch, device, precision):
         time.sleep(3600)
 
 
 class Boom(Backend):
     name = "test_raise"
 
-    def prepare(self, graph, batch, device, precision):
+    def prepare(self, model, batch, device, precision):
         raise RuntimeError("kaboom in prepare")
 
 
 class Wrong(Backend):
     name = "test_wrong"
 
-    def prepare(self, graph, batch, device, precision):
-        return Prepared(infer=lambda x: np.zeros((x.shape[0], *graph.output_shape)) + 1.0)
+    def prepare(self, model, batch, device, precision):
+        return Prepared(infer=lambda x: np.zeros((x.shape[0], *model.graph().output_shape)) + 1.0)
 
 
 class Missing(Backend):
@@ -43,7 +43,7 @@ class Missing(Backend):
     requires = ("surely_not_a_module_xyz",)
     extra = "tvm"
 
-    def prepare(self, graph, batch, device, precision):
+    def prepare(self, model, batch, device, precision):
         raise AssertionError("never reached: the missing module is refused first")
 
 
@@ -53,7 +53,7 @@ class Counting(Backend):
     name = "test_counting"
     calls = {"load": 0, "infer": 0, "to_numpy": 0}
 
-    def prepare(self, graph, batch, device, precision):
+    def prepare(self, model, batch, device, precision):
         from ios_core.interpreters import reference_forward
 
         def count(key, fn):
@@ -61,7 +61,7 @@ class Counting(Backend):
                 Counting.calls[key] += 1
                 return fn(x)
             return wrapped
-        return Prepared(infer=count("infer", lambda x: reference_forward(graph, x)),
+        return Prepared(infer=count("infer", lambda x: reference_forward(model.graph(), x)),
                         load_input=count("load", lambda x: x), to_numpy=count("to_numpy", np.asarray))
 
 

@@ -12,7 +12,7 @@ from ios_core.errors import UserError
 class Good(Backend):
     name = "contract_good"
 
-    def prepare(self, graph, batch, device, precision):
+    def prepare(self, model, batch, device, precision):
         return Prepared(infer=lambda x: x)
 
 

@@ -14,6 +14,7 @@ import harness
 from harness.backend import BackendError
 from harness.config import ConfigError
 from harness.job import compose
+from harness.models import Model
 from harness_plugins.pytorch.backend import PyTorchBackend, PyTorchConfig, faster_layout
 from harness_plugins.pytorch.deadline import Deadline
 from ios_core.models import build_model
@@ -49,7 +50,8 @@ def test_hydra_composes_the_presets_and_hands_true_as_a_string():
     ("auto", "nchw", "default"), ("true", "nhwc", "forced"), (False, "nchw", "forced")])
 def test_cpu_layout_choice_is_in_the_params(channels_last, layout, chosen_by):
     graph = build_model("sample", channels=8, size=7)
-    prep = PyTorchBackend({"name": "pytorch", "channels_last": channels_last}).prepare(graph, 1, "cpu", "fp32")
+    backend = PyTorchBackend({"name": "pytorch", "channels_last": channels_last})
+    prep = backend.prepare(Model.from_graph(graph), 1, "cpu", "fp32")
     assert prep.params["layout"] == layout and prep.params["layout_chosen_by"] == chosen_by
     assert not any(k.startswith("layout_") for k in prep.metrics)  # nothing was timed
     x = prep.load_input(np.ones((1, *graph.input_shape), np.float32))

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from harness.backend import BackendError, MissingDependency
 from harness.config import ConfigError
+from harness.models import Model
 from harness_plugins.taso import TasoBackend, TasoConfig
 from harness_plugins.taso.convert import convert
 from harness_plugins.taso.export import repair
@@ -355,7 +356,8 @@ def test_missing_taso_is_one_line(monkeypatch):
     with pytest.raises(MissingDependency) as err:
         TasoBackend.check_installed()
     with pytest.raises(MissingDependency) as err2:
-        TasoBackend({"name": "taso"}).prepare(build_model("sample", channels=8, size=7), 1, "cuda", "fp32")
+        model = Model.from_graph(build_model("sample", channels=8, size=7))
+        TasoBackend({"name": "taso"}).prepare(model, 1, "cuda", "fp32")
     for e in (err, err2):
         msg = str(e.value)
         assert "\n" not in msg and "not on PyPI" in msg and "python setup.py install" in msg
@@ -464,7 +466,7 @@ def test_prepare_end_to_end_with_a_fake_taso(monkeypatch, tmp_path, optimize):
     (tmp_path / "graph_subst.pb").write_bytes(b"")
     g = build_model("squeezenet", **SMALL["squeezenet"])
     cfg = {"name": "taso", "alpha": 1.2, "budget": 7, "optimize": optimize, "store": str(tmp_path / "results")}
-    prep = TasoBackend(cfg).prepare(g, 2, "cuda", "fp32")
+    prep = TasoBackend(cfg).prepare(Model.from_graph(g, 2), 2, "cuda", "fp32")
     x = seeded_input(g, 2, 0)
     assert rel_err(prep.to_numpy(prep.infer(prep.load_input(x))), reference_forward(g, x)) < 1e-4
     assert calls == ([(1.2, 7)] if optimize else [])
@@ -475,10 +477,10 @@ def test_prepare_end_to_end_with_a_fake_taso(monkeypatch, tmp_path, optimize):
     assert f'"Conv": {convs}' in prep.artifacts["taso_ops.json"]
     assert (tmp_path / "results" / "taso").is_dir() == optimize
     with pytest.raises(BackendError, match="precision=fp16"):
-        TasoBackend(cfg).prepare(g, 2, "cuda", "fp16")
+        TasoBackend(cfg).prepare(Model.from_graph(g, 2), 2, "cuda", "fp16")
     monkeypatch.delenv("TASO_HOME")
     with pytest.raises(BackendError, match="TASO_HOME"):
-        TasoBackend({**cfg, "optimize": True}).prepare(g, 2, "cuda", "fp32")
+        TasoBackend({**cfg, "optimize": True}).prepare(Model.from_graph(g, 2), 2, "cuda", "fp32")
 
 
 def test_graphs_beyond_tasos_operator_list_are_refused(monkeypatch, tmp_path):
@@ -489,4 +491,4 @@ def test_graphs_beyond_tasos_operator_list_are_refused(monkeypatch, tmp_path):
     (tmp_path / "graph_subst.pb").write_bytes(b"")
     g = build_model("sample", channels=8, size=7)  # 13 operators: fits once, not twice
     with pytest.raises(BackendError, match="13 TASO operators.*may double"):
-        TasoBackend({"name": "taso", "store": str(tmp_path)}).prepare(g, 1, "cuda", "fp32")
+        TasoBackend({"name": "taso", "store": str(tmp_path)}).prepare(Model.from_graph(g), 1, "cuda", "fp32")

@@ -16,6 +16,7 @@ from harness.backend import BackendError, MissingDependency
 from harness.config import ConfigError
 from harness.job import run
 from harness.measure.protocol import TOLERANCE
+from harness.models import Model
 from harness_plugins.tensorrt.backend import TensorRTBackend, load_tensorrt
 from harness_plugins.tensorrt.builder import build_engine, cached_or_built, engine_path, onnx_for_tensorrt
 from harness_plugins.tensorrt.config import TensorRTConfig
@@ -464,7 +465,7 @@ def test_device_cpu_is_refused(monkeypatch, registered, bench_cfg):
     assert "unverified in this repository's CI" in row[5]
     g = build_model("sample", **SMALL["sample"])
     with pytest.raises(BackendError, match=r"does not run on cpu"):  # before TensorRT is imported
-        TensorRTBackend({"name": "tensorrt"}).prepare(g, 1, "cpu", "fp32")
+        TensorRTBackend({"name": "tensorrt"}).prepare(Model.from_graph(g), 1, "cpu", "fp32")
 
 
 def test_no_execution_context_is_one_clear_line():

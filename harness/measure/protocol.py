@@ -17,21 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from ios_core.inputs import seeded_input
-from ios_core.interpreters import reference_forward
-from ios_core.ir import Graph
-from ios_core.models import build_model
 from ios_core.progress import Heartbeat, Progress
 
 from ..backend import Backend, BackendError, Prepared
-from ..config import BenchConfig, RunnerConfig
+from ..config import RunnerConfig
 from ..lifecycle import THIS
 from ..machine import environment
 from ..machine.clocks import ClockSampler, load_nvml, nvml_index
-from ..machine.environment import resolve_device
 from ..machine.leases import exclusive
-from ..plugins import check_runnable, get_backend
+from ..models import FormError, Model
+from ..plugins import check_runnable
 from ..records.record import Measurement
+from ..spec import RunSpec
 from ..stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
 from .profiling import profile_ops
 from .tracing import trace_run
@@ -158,61 +155,76 @@ def notes_on(metrics: dict[str, float], reason: str, r: RunnerConfig) -> list[st
 
 @dataclass
 class _Prepared:
-    graph: Graph
+    model: Model
     backend: Backend
     prep: Prepared
-    device: str
     x: np.ndarray
     handle: Any
     out: Any
 
 
-def measure(cfg: BenchConfig, clock_target_mhz: float = 0.0) -> Measurement:
-    """Run one measurement of a validated config (the parent's, pickled to the measuring child):
-    prepare the backend, check its output against the float64 reference, time it, then the
-    optional per-op profile and trace."""
+def measure(spec: RunSpec, clock_target_mhz: float = 0.0) -> Measurement:
+    """Run one measurement of a resolved run (the parent's, pickled to the measuring child): prepare the
+    backend, check its output against the float64 reference, time it, then the optional per-op profile
+    and trace."""
     import torch
 
-    r = cfg.runner
+    cfg, r = spec.cfg, spec.cfg.runner
     torch.manual_seed(r.seed)
     metrics: dict[str, float] = {}
-    p = _prepare(cfg, metrics)
+    p = _prepare(spec, metrics)
+    params = dict(p.prep.params)
     if p.prep.check_output and r.check_samples > 0:
-        _check_output(cfg, p, metrics)
-    nvml = load_nvml() if p.device == "cuda" else None
-    host, gpu, reason = _time(cfg, p, nvml, clock_target_mhz, metrics)
+        params["reference"] = _check_output(spec, p, metrics)
+    nvml = load_nvml() if spec.device == "cuda" else None
+    host, gpu, reason = _time(spec, p, nvml, clock_target_mhz, metrics)
     notes = [*p.prep.notes, *notes_on(metrics, reason, r)]
     _prediction_errors(metrics)
     artifacts = dict(p.prep.artifacts)
     label = p.prep.display_name or p.backend.label()
     if r.profile_ops:
-        op_metrics, op_files = profile_ops(p.graph, p.device, cfg.precision.value, cfg.batch)
-        metrics.update(op_metrics)
-        artifacts.update(op_files)
+        notes += _profile_ops(spec, p.model, metrics, artifacts)
     if r.trace:
-        trace_metrics, trace_files = trace_run(p.prep, p.handle, p.device, f"{p.graph.name} {label}")
+        trace_metrics, trace_files = trace_run(p.prep, p.handle, spec.device, f"{p.model.name} {label}")
         metrics.update(trace_metrics)
         artifacts.update(trace_files)
-    env = environment.capture(p.device, nvml, cfg.device.index)
-    env.update({f"lib_{k}": v for k, v in type(p.backend).versions().items()})
+    env = environment.capture(spec.device, nvml, cfg.device.index)
+    env.update({f"lib_{k}": v for k, v in spec.backend.versions().items()})
     if p.prep.device_name:
         env["backend_device"] = p.prep.device_name
     env["stop_reason"] = reason
     env["noisy"] = str(any(n.startswith("noisy") for n in notes)).lower()
-    return Measurement(metrics=metrics, env=env, params=p.prep.params, artifacts=artifacts, notes=notes,
-                       latencies_ms=host, gpu_latencies_ms=gpu, device=p.device, display_name=label,
-                       graph_hash=p.graph.hash())
+    return Measurement(metrics=metrics, env=env, params=params, artifacts=artifacts, notes=notes,
+                       latencies_ms=host, gpu_latencies_ms=gpu, device=spec.device, display_name=label,
+                       graph_hash=p.model.graph().hash() if p.model.made("graph") else "")
 
 
-def _prepare(cfg: BenchConfig, metrics: dict[str, float]) -> _Prepared:
-    """Build the model, prepare the backend (its time is the optimization cost), make one call."""
-    device = resolve_device(cfg.device.type.value)
-    backend_cls = get_backend(cfg.backend.name)
-    check_runnable(backend_cls.name, device, ready=False)  # the backend's own prepare says what else it lacks
+def _profile_ops(spec: RunSpec, model: Model, metrics: dict[str, float], artifacts: dict[str, str]) -> list[str]:
+    """Every node of the IR timed alone (runner.profile_ops); a note instead where the IR cannot take the model."""
+    try:
+        graph = model.graph()
+    except FormError as exc:
+        return [f"per-op profile skipped: {exc}"]
+    op_metrics, op_files = profile_ops(graph, spec.device, spec.precision, spec.cfg.batch)
+    metrics.update(op_metrics)
+    artifacts.update(op_files)
+    return []
+
+
+def _prepare(spec: RunSpec, metrics: dict[str, float]) -> _Prepared:
+    """Make the model in the form the backend takes (its time is the model's, not the backend's), prepare
+    the backend (its time is the optimization cost), make one call."""
+    cfg, device, backend_cls = spec.cfg, spec.device, spec.backend
+    check_runnable(backend_cls, device, ready=False)  # the backend's own prepare says what else it lacks
+    model = Model(spec.model, cfg.batch, cfg.runner.seed)
     t = time.perf_counter()
-    graph = build_model(cfg.model.name, **cfg.model.params)
+    try:
+        with Heartbeat(f"model {model.name} for {backend_cls.name}"):
+            form = model.take(backend_cls.forms)
+    except FormError as exc:
+        raise BackendError(f"backend {backend_cls.name} cannot take {model.name}: {exc}") from None
     metrics["model_build_s"] = time.perf_counter() - t
-    batch, precision = cfg.batch, cfg.precision.value
+    batch, precision = cfg.batch, spec.precision
     if not cfg.backend.store:  # schedules, cost caches, tuning databases: under the run's results folder
         cfg.backend.store = str(cfg.tracking.results_dir)
     backend = backend_cls(cfg.backend)  # the run's backend object, made here in the measuring child
@@ -221,12 +233,14 @@ def _prepare(cfg: BenchConfig, metrics: dict[str, float]) -> _Prepared:
     hold = exclusive() if backend_cls.times_in_prepare else contextlib.nullcontext()
     with hold:
         t = time.perf_counter()
-        with Heartbeat(f"prepare {backend.label()} {graph.name}", enabled=not backend_cls.shows_progress):
-            prep = backend.prepare(graph, batch, device, precision)
+        with Heartbeat(f"prepare {backend.label()} {model.name}", enabled=not backend_cls.shows_progress):
+            prep = backend.prepare(model, batch, device, precision)
         metrics["optimization_cost_s"] = time.perf_counter() - t
         metrics.update(prep.metrics)
+        if form is not None:
+            prep.params.setdefault("model_form", form)
 
-        x = seeded_input(graph, batch, cfg.runner.seed)
+        x = model.input(cfg.runner.seed)
         t = time.perf_counter()
         handle = prep.load_input(x)
         prep.synchronize()
@@ -235,20 +249,24 @@ def _prepare(cfg: BenchConfig, metrics: dict[str, float]) -> _Prepared:
         out = prep.infer(handle)  # where cuDNN-based runtimes search their algorithms
         prep.synchronize()
         metrics["first_call_ms"] = (time.perf_counter() - t) * 1e3
-    return _Prepared(graph, backend, prep, device, x, handle, out)
+    return _Prepared(model, backend, prep, x, handle, out)
 
 
-def _check_output(cfg: BenchConfig, p: _Prepared, metrics: dict[str, float]) -> None:
-    """The first call's output against the float64 reference, within the precision's tolerance."""
-    precision = cfg.precision.value
-    k = min(cfg.batch, cfg.runner.check_samples)
-    ref = reference_forward(p.graph, p.x[:k])
+def _check_output(spec: RunSpec, p: _Prepared, metrics: dict[str, float]) -> str:
+    """The first call's output against the float64 reference from the model's source, within the precision's
+    tolerance; returns what computed the reference."""
+    precision = spec.precision
+    k = min(spec.cfg.batch, spec.cfg.runner.check_samples)
+    try:
+        ref = p.model.reference(p.x[:k])
+    except FormError as exc:
+        raise BackendError(f"no float64 reference for {p.model.name}: {exc}") from None
     got = p.prep.to_numpy(p.out)[:k]
     abs_err, rel = relative_error(got, ref)
     metrics.update(max_abs_error=abs_err, max_rel_error=rel)
     tol = TOLERANCE[precision]
-    if cfg.model.name == "onnx":  # the file's weights may wash the input out (zoo weights do not)
-        blind = reference_forward(p.graph, np.zeros_like(p.x[:k]))
+    if not spec.model.is_zoo:  # random-init or a file's weights may wash the input out (the zoo's do not)
+        blind = p.model.reference(np.zeros_like(p.x[:k]))
         sens = float(np.abs(ref - blind).max() / max(float(np.abs(ref).max()), 1e-12))
         metrics["check_input_sensitivity"] = sens
         if sens < tol:
@@ -258,13 +276,14 @@ def _check_output(cfg: BenchConfig, p: _Prepared, metrics: dict[str, float]) -> 
     if rel > tol:
         raise CorrectnessError(f"output mismatch: relative error {rel:.3g} exceeds the {precision} tolerance "
                                f"{tol:g} (max abs error {abs_err:.3g})")
+    return p.model.reference_kind
 
 
-def _time(cfg: BenchConfig, p: _Prepared, nvml: Any, clock_target_mhz: float,
+def _time(spec: RunSpec, p: _Prepared, nvml: Any, clock_target_mhz: float,
           metrics: dict[str, float]) -> tuple[list[float], list[float], str]:
     """The timed loop with clock sampling; samples taken below a locked clock are dropped before
     the statistics. Returns (host ms, GPU ms, why the loop stopped)."""
-    r = cfg.runner
+    cfg, r = spec.cfg, spec.cfg.runner
     with exclusive():  # under the load-aware launcher: the device to itself while timing
         nvml_gpu = nvml_index(nvml, cfg.device.index)
         sampler = ClockSampler(nvml, nvml_gpu, cfg.device.sample_interval_ms / 1e3).start()

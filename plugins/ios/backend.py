@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Prepared, store_dir
+from harness.backend import Backend, BackendError, Model, Prepared, store_dir
 from harness.machine.leases import exclusive
 from ios_core.inputs import seeded_input
 from ios_core.ir import Graph
@@ -60,7 +60,8 @@ class IosBackend(Backend[IosConfig]):
 
     _planner: Planner | None = None
 
-    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+    def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
+        graph = model.graph()  # the IR: this backend converts it node by node
         cfg = self.cfg
         t = time.perf_counter()
         given = self._load(cfg.schedule_file, None, "backend.schedule_file") if cfg.schedule_file else None
@@ -94,9 +95,9 @@ class IosBackend(Backend[IosConfig]):
         kernels.choices.update({k: v for k, v in sched.stats.get("kernels", {}).items() if k not in kernels.choices})
         if cfg.bounds:  # under the configured cost model, so comparable with predicted_ms
             metrics.update(planner.bounds(target, work))
-        model = ScheduledModel(graph, sched, device, precision, cfg.runtime, channels_last,
-                               cfg.fuse, follow_chains=cfg.streams == "chains", kernels=kernels)
-        infer, load = model.prepare(batch)  # the warm-up calls before capture settle every conv's kernel
+        scheduled = ScheduledModel(graph, sched, device, precision, cfg.runtime, channels_last,
+                                   cfg.fuse, follow_chains=cfg.streams == "chains", kernels=kernels)
+        infer, load = scheduled.prepare(batch)  # the warm-up calls before capture settle every conv's kernel
         metrics["search_cost_s"] = time.perf_counter() - t
         if cfg.schedule_file or foreign is not None:
             planner.annotate(sched, channels_last, passes)
@@ -104,7 +105,7 @@ class IosBackend(Backend[IosConfig]):
         else:
             planner.save(sched, searched, channels_last)  # annotated, at `path`, where plan() looks next time
         metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()), **kernels.counts())
-        artifacts = self._artifacts(sched, kernels, model, graph, batch, precision, metrics)
+        artifacts = self._artifacts(sched, kernels, scheduled, graph, batch, precision, metrics)
         return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
                         cuda_stream=target.stream, device_name=work.device_name, display_name=self.label(),
                         artifacts=artifacts, metrics=metrics,
@@ -112,8 +113,8 @@ class IosBackend(Backend[IosConfig]):
                         notes=["schedule reused (backend.research=true searches again)"]
                         if metrics.get("search_reused") == 1.0 else [],
                         params={"schedule_path": str(path), "schedule_made_on": sched.device or work.device_name,
-                                "schedule_batch": sched.batch or searched.batch, "runtime_mode": model.mode,
-                                "captured": model.captured, "layout": layout_name(channels_last),
+                                "schedule_batch": sched.batch or searched.batch, "runtime_mode": scheduled.mode,
+                                "captured": scheduled.captured, "layout": layout_name(channels_last),
                                 "layout_chosen_by": layout_how, "passes": ",".join(passes) or "none",
                                 "ios_final": sched.stats.get("selection", {}).get("final", "")})
 

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Prepared
-from ios_core.ir import Graph
+from harness.backend import Backend, BackendError, Model, Prepared
 from ios_core.runtime.target import DTYPES
 
 from .config import JaxConfig
@@ -21,7 +20,8 @@ class JaxBackend(Backend[JaxConfig]):
     gpu_run = "H100 80GB HBM3, 2026-11-22"
     install = "pip install -e '.[jax]' (CPU); on a GPU: pip install 'jax[cuda13]'"
 
-    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+    def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
+        graph = model.graph()  # the IR: this backend converts it node by node
         import jax
         import jax.numpy as jnp
 

@@ -33,8 +33,9 @@ class NullBackend(Backend[OverheadConfig]):
     devices = ("cpu", "cuda")
     gpu_run = "n/a: no device work"
     aliases = ("null",)  # its first name, which reads as "no value" in YAML and Hydra overrides
+    forms = ()  # it runs no model
 
-    def prepare(self, graph, batch, device, precision) -> Prepared:
+    def prepare(self, model, batch, device, precision) -> Prepared:
         time.sleep(self.cfg.cpu_s)
         if self.cfg.exclusive_s:
             with exclusive():

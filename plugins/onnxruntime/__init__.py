@@ -1,4 +1,4 @@
-"""ONNX Runtime backend: the IR exported to ONNX and run with the configured provider."""
+"""ONNX Runtime backend: the model's ONNX form (the user's file, or exported) run with the configured provider."""
 
 from harness.hookspecs import hookimpl
 

@@ -6,10 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Prepared
+from harness.backend import Backend, BackendError, Model, Prepared
 from harness.machine.leases import exclusive
-from ios_core.interpreters.torch import to_torch
-from ios_core.ir import Graph
 from ios_core.runtime.target import TorchTarget, faster_layout, layout_name, parse_channels_last
 
 from .config import COMPILE_LABELS, COMPILE_MODES, LABELS, Mode, PyTorchConfig
@@ -24,7 +22,7 @@ Built = tuple[TorchTarget, Callable[[Any], Any], Callable[[np.ndarray], Any]]
 
 class PyTorchBackend(Backend[PyTorchConfig]):
     name = "pytorch"
-    runs = "the IR as a torch module: eager, one CUDA graph, or torch.compile"
+    runs = "the model's torch module (zoo models and ONNX files: the IR's): eager, one CUDA graph, or torch.compile"
     display_name = "PyTorch"
     config_class = PyTorchConfig
     devices = ("cpu", "cuda")
@@ -32,16 +30,17 @@ class PyTorchBackend(Backend[PyTorchConfig]):
     extra = ""
     gpu_run = "H100 80GB HBM3, 2026-11-25"
     label_options = ("mode", "compile_mode")
+    forms = ("module",)
 
     @classmethod
     def label_of(cls, cfg: PyTorchConfig) -> str:
         return COMPILE_LABELS[cfg.compile_mode] if cfg.mode.value == "compile" else LABELS[cfg.mode.value]
 
-    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+    def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
         mode = self.cfg.mode.value
         if mode == "cudagraph" and device != "cuda":
             raise BackendError("backend.mode=cudagraph needs device=cuda (CUDA graphs do not exist on the CPU)")
-        x = np.zeros((batch, *graph.input_shape), np.float32)
+        x = np.zeros((batch, *model.input_shape), np.float32)
         metrics: dict[str, float] = {}
         forced = parse_channels_last(self.cfg.channels_last)
         if forced is not None:
@@ -53,7 +52,7 @@ class PyTorchBackend(Backend[PyTorchConfig]):
             # would compile twice (minutes under max-autotune): NHWC, the layout cuDNN's convs prefer
             channels_last, chosen_by = True, "default"
         else:  # CUDA eager or cudagraph: time both, keep the faster, release the other
-            both = {name: self._build(graph, x, device, precision, name == "nhwc") for name in ("nchw", "nhwc")}
+            both = {name: self._build(model, x, device, precision, name == "nhwc") for name in ("nchw", "nhwc")}
             times = {name: time_ms(infer, load(x)) for name, (_, infer, load) in both.items()}
             metrics.update({f"layout_{name}_ms": t for name, t in times.items()})
             keep = faster_layout(times)
@@ -63,20 +62,20 @@ class PyTorchBackend(Backend[PyTorchConfig]):
 
             torch.cuda.empty_cache()  # the loser's weights and CUDA-graph pool go back to the driver
             return self._prepared(built, mode, keep == "nhwc", "measured", metrics)
-        return self._prepared(self._build(graph, x, device, precision, channels_last), mode, channels_last,
+        return self._prepared(self._build(model, x, device, precision, channels_last), mode, channels_last,
                               chosen_by, metrics)
 
-    def _build(self, graph: Graph, x: np.ndarray, device: str, precision: str, channels_last: bool) -> Built:
+    def _build(self, model: Model, x: np.ndarray, device: str, precision: str, channels_last: bool) -> Built:
         """The module in one layout: compiled now (so it counts as optimization cost, within
         backend.compile_timeout_s) or captured as one CUDA graph, as the mode says."""
         import torch
 
         mode = self.cfg.mode.value
         target = TorchTarget(device, precision, channels_last)
-        fn = module = target.module(to_torch(graph))
+        fn = module = target.module(model.module())  # a fresh copy: each layout casts and moves its own
         example = target.tensor(x)
         if mode == "compile":
-            what = f"torch.compile ({self.cfg.compile_mode}) on {graph.name}"
+            what = f"torch.compile ({self.cfg.compile_mode}) on {model.name}"
             # max-autotune modes time Triton and GEMM candidates on the GPU while compiling: hold it
             autotunes = "autotune" in self.cfg.compile_mode and device == "cuda"
             tuning = exclusive() if autotunes else contextlib.nullcontext()

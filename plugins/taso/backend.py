@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness.backend import Backend, BackendError, MissingDependency, Prepared, store_dir
+from harness.backend import Backend, BackendError, MissingDependency, Model, Prepared, store_dir
 from harness.onnx_session import callables, output_to_numpy, session
 from ios_core.ir import Graph
 
@@ -122,7 +122,8 @@ class TasoBackend(Backend[TasoConfig]):
     def not_ready(cls) -> str | None:
         return taso_home_problem()
 
-    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+    def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
+        graph = model.graph()  # the IR: this backend converts it node by node
         taso = import_taso()
         cfg = self.cfg
         if precision not in ("fp32", "tf32"):

@@ -4,8 +4,7 @@ import os
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Prepared
-from ios_core.ir import Graph
+from harness.backend import Backend, BackendError, Model, Prepared
 from ios_core.runtime.target import DTYPES
 
 from .config import TensorFlowConfig, XlaConfig
@@ -24,7 +23,8 @@ class TensorFlowBackend(Backend[TensorFlowConfig]):
                "libraries, ~3 GB; not installable on this project's GPU machine)")
     jit_compile = False
 
-    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+    def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
+        graph = model.graph()  # the IR: this backend converts it node by node
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
 

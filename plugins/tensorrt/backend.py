@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, MissingDependency, Prepared, store_dir
-from ios_core.ir import Graph
+from harness.backend import Backend, BackendError, MissingDependency, Model, Prepared, store_dir
 
 from .builder import build_engine, cached_or_built, engine_path, onnx_for_tensorrt
 from .config import TensorRTConfig
@@ -40,6 +39,7 @@ class TensorRTBackend(Backend[TensorRTConfig]):
             "repository's CI, which has no TensorRT")
     display_name = "TensorRT"
     config_class = TensorRTConfig
+    forms = ("onnx",)  # TensorRT's ONNX parser
     devices = ("cuda",)
     requires = ("tensorrt",)
     extra = "tensorrt"
@@ -64,7 +64,7 @@ class TensorRTBackend(Backend[TensorRTConfig]):
     def label_of(cls, cfg: TensorRTConfig) -> str:
         return "TensorRT-CUDAGraph" if cfg.cuda_graph else "TensorRT"
 
-    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+    def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
         if device != "cuda":
             raise BackendError(f"backend 'tensorrt' does not run on {device} (it supports: cuda)")
         trt = load_tensorrt()
@@ -73,23 +73,23 @@ class TensorRTBackend(Backend[TensorRTConfig]):
         from ios_core.runtime.streams import side_streams
 
         cfg, version = self.cfg, str(trt.__version__)
-        plan = describe(precision, cfg, batch, graph.input_shape, version)
+        plan = describe(precision, cfg, batch, model.input_shape, version)
         metrics: dict[str, float] = {}
         t = time.perf_counter()
-        model = onnx_for_tensorrt(graph, plan).SerializeToString()
+        blob = onnx_for_tensorrt(model, plan).SerializeToString()
         metrics["trt_onnx_s"] = time.perf_counter() - t
         gpu = torch.cuda.get_device_name()
-        path = engine_path(store_dir(cfg.store), graph, gpu, version, plan, model)
+        path = engine_path(store_dir(cfg.store), model, gpu, version, plan, blob)
         logger = trt.Logger(trt.Logger.WARNING)
-        engine, cached = self._engine(trt, logger, path, lambda: build_engine(trt, model, plan, logger), metrics)
+        engine, cached = self._engine(trt, logger, path, lambda: build_engine(trt, blob, plan, logger), metrics)
 
         stream = side_streams(1)[0]
-        exe = Execution(trt, engine, (batch, *graph.input_shape), stream)
+        exe = Execution(trt, engine, (batch, *model.input_shape), stream)
         infer = exe.graph_fn() if cfg.cuda_graph else exe.infer_fn()
         infer(exe.x)  # the first inference fails here, inside prepare, if it fails at all
         stream.synchronize()
         metrics.update(trt_engine_cached=float(cached), trt_aux_streams=float(getattr(engine, "num_aux_streams", 0)))
-        title = f"TensorRT per-layer profile: {graph.name}, batch {batch}, {precision}, {gpu}"
+        title = f"TensorRT per-layer profile: {model.name}, batch {batch}, {precision}, {gpu}"
         artifacts = AfterTiming(lambda: layer_table(exe.layer_times(), title) if cfg.layer_profile else {})
         return Prepared(infer=infer, load_input=lambda x: exe.load(np.ascontiguousarray(x, dtype=np.float32)),
                         to_numpy=exe.fetch, synchronize=stream.synchronize,

@@ -1,4 +1,4 @@
-"""From the IR to a serialized engine: the ONNX TensorRT parses, the build, and the engine
+"""From the model's ONNX form to a serialized engine: the ONNX TensorRT parses, the build, and the engine
 cache under ``<store>/tensorrt/`` (a build takes seconds to minutes; reuse takes milliseconds)."""
 
 from __future__ import annotations
@@ -13,18 +13,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from harness.backend import BackendError
-from ios_core.ir import Graph
-from ios_core.onnx import export_onnx
+from harness.backend import BackendError, Model
 from ios_core.workload import slug
 
 from .plan import BuildPlan, apply, batch_label, network_flags
 
 
-def onnx_for_tensorrt(graph: Graph, plan: BuildPlan) -> onnx.ModelProto:
+def onnx_for_tensorrt(model: Model, plan: BuildPlan) -> onnx.ModelProto:
     """The ONNX model TensorRT is given for ``plan`` (the backend and the tests call this one)."""
-    model = export_onnx(graph)
-    return to_float16(model) if plan.onnx_dtype == "float16" else model
+    onnx_model = model.onnx()
+    return to_float16(onnx_model) if plan.onnx_dtype == "float16" else onnx_model
 
 
 def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -75,11 +73,11 @@ def model_digest(model: bytes) -> str:
     return hashlib.sha256(model).hexdigest()[:16]
 
 
-def engine_path(root: Path, graph: Graph, gpu: str, version: str, plan: BuildPlan, model: bytes) -> Path:
-    """``<root>/tensorrt/<graph>-<hash>/<gpu>-trt<version>-bs<batch or range>-<precision>-<key>.engine``."""
+def engine_path(root: Path, source: Model, gpu: str, version: str, plan: BuildPlan, model: bytes) -> Path:
+    """``<root>/tensorrt/<model>-<digest>/<gpu>-trt<version>-bs<batch or range>-<precision>-<key>.engine``."""
     name = (f"{slug(gpu)}-trt{version}-bs{batch_label(plan)}-{plan.precision}-"
             f"{plan.key(model_digest(model))}.engine")
-    return root / "tensorrt" / f"{slug(graph.name)}-{graph.hash()}" / name
+    return root / "tensorrt" / f"{slug(source.name)}-{source.digest()}" / name
 
 
 def cached_or_built(path: Path, use_cache: bool, build: Callable[[], bytes]) -> tuple[bytes, bool]:

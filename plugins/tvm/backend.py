@@ -11,16 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Prepared, store_dir
+from harness.backend import Backend, BackendError, Model, Prepared, store_dir
 from harness.machine.environment import cpu_model
 from harness.machine.leases import cpu_share
-from ios_core.ir import Graph
-from ios_core.workload import Workload, slug
+from ios_core.workload import slug
 
 from . import cudnn, tuning
 from .build_cudnn import load
 from .config import TUNERS, AutoTvmConfig, TvmConfig, TvmCudnnConfig
-from .frontend import device_of, make_target, target_info, to_relax
+from .frontend import Work, device_of, make_target, target_info, to_relax
 
 
 class TvmBackend(Backend[TvmConfig]):
@@ -31,13 +30,14 @@ class TvmBackend(Backend[TvmConfig]):
     requires = ("tvm",)
     extra = "tvm"
     gpu_run = "H100 80GB HBM3, 2026-11-25"
+    forms = ("onnx",)
 
     def pass_context(self):
         import tvm
         return tvm.transform.PassContext(opt_level=self.cfg.opt_level,
                                          config={"relax.backend.use_cuda_graph": self.cfg.cuda_graph})
 
-    def lower(self, mod, target, work: Workload, metrics: dict[str, float], params: dict[str, Any]):
+    def lower(self, mod, target, work: Work, metrics: dict[str, float], params: dict[str, Any]):
         """The compiled VM executable; TVM's default pipeline (dlight GPU schedules on cuda).
 
         On cuda, dlight tensorizes an fp16 matmul with every extent over 64 (the classifier at
@@ -48,7 +48,7 @@ class TvmBackend(Backend[TvmConfig]):
         with self.pass_context():
             return tvm.compile(mod, target=target)
 
-    def prepare(self, graph: Graph, batch: int, device: str, precision: str) -> Prepared:
+    def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
         share = cpu_share()
         if share is not None:  # under the load-aware launcher: TVM's thread pool takes the job's CPU slot
             os.environ.setdefault("TVM_NUM_THREADS", str(share))
@@ -61,10 +61,11 @@ class TvmBackend(Backend[TvmConfig]):
         metrics: dict[str, float] = {}
         params: dict[str, Any] = {**target_info(target), "tvm_math": "float16" if precision == "fp16" else "float32"}
         t = time.perf_counter()
-        mod = to_relax(graph, batch, precision)
+        mod = to_relax(model, batch, precision)
         metrics["tvm_import_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        executable = self.lower(mod, target, Workload(graph, batch, precision, device_name), metrics, params)
+        work = Work(model.name, model.digest(), batch, precision, device_name)
+        executable = self.lower(mod, target, work, metrics, params)
         metrics.setdefault("tvm_compile_s", time.perf_counter() - t)
         t = time.perf_counter()
         vm = relax.VirtualMachine(executable, dev)
@@ -74,7 +75,7 @@ class TvmBackend(Backend[TvmConfig]):
         def load(x: np.ndarray):
             return tvm.runtime.tensor(np.ascontiguousarray(x, dtype=np.float32), dev)
 
-        main(load(np.zeros((batch, *graph.input_shape), np.float32)))
+        main(load(np.zeros((batch, *model.input_shape), np.float32)))
         dev.sync()
         return Prepared(infer=main, load_input=load, synchronize=dev.sync,
                         to_numpy=lambda y: np.asarray(y.numpy(), dtype=np.float32),
@@ -136,11 +137,11 @@ class AutoTvmBackend(TvmBackend):
             raise BackendError(f"autotvm tuning needs {', '.join(missing)}, which is not installed: "
                                f"pip install -e '.[tvm]'")
 
-    def database_dir(self, work: Workload) -> Path:
+    def database_dir(self, work: Work) -> Path:
         if self.cfg.database:
             return Path(self.cfg.database)
         return (store_dir(self.cfg.store) / "tvm_tuning" / slug(work.device_name) /
-                f"{work.graph.name}-{work.graph.hash()}-bs{work.batch}-{work.precision}")
+                f"{slug(work.name)}-{work.digest}-bs{work.batch}-{work.precision}")
 
     def lower(self, mod, target, work, metrics, params):
         from tqdm.auto import tqdm
@@ -158,7 +159,7 @@ class AutoTvmBackend(TvmBackend):
             self.check_tuning_deps()
             compiler = tuning.cuda_compiler(cfg.cuda_compiler) if target.kind.name == "cuda" else "nvrtc"
             params["tvm_cuda_compiler"] = compiler
-            bar = tqdm(total=todo, desc=f"autotvm {work.graph.name}", unit="trial", disable=not cfg.progress or None,
+            bar = tqdm(total=todo, desc=f"autotvm {work.name}", unit="trial", disable=not cfg.progress or None,
                        leave=False)
             runner = tuning.make_runner(cfg.runner, phases, number=cfg.number,
                                         repeat=cfg.repeat, min_repeat_ms=cfg.min_repeat_ms,

@@ -1,18 +1,28 @@
-"""The IR in TVM: exported to ONNX (the exporter is exact, and tested to be) and imported
-with Relax's ONNX frontend, which converts every op the exporter emits exactly; and the
-target TVM compiles for on each device."""
+"""The model in TVM: its ONNX form (the user's file, torch.onnx's export of the module, or the IR's exact
+export) imported with Relax's ONNX frontend; and the target TVM compiles for on each device."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from harness.backend import BackendError
+from harness.backend import BackendError, Model
 from harness.machine.leases import cores
-from ios_core.ir import Graph
 
 
-def to_relax(graph: Graph, batch: int, precision: str):
-    """A Relax IRModule computing ``graph`` at ``batch``, weights bound as constants.
+@dataclass(frozen=True)
+class Work:
+    """What a build or a tuning database is for: the model (its name and digest), batch, precision, device."""
+
+    name: str
+    digest: str
+    batch: int
+    precision: str
+    device_name: str
+
+
+def to_relax(model: Model, batch: int, precision: str):
+    """A Relax IRModule computing the model at ``batch``, weights bound as constants.
 
     fp16 rewrites the module with ``ToMixedPrecision`` (fp16 storage and math; the
     input and output stay float32). tf32 runs float32 code: TVM emits no TF32 kernels.
@@ -21,16 +31,17 @@ def to_relax(graph: Graph, batch: int, precision: str):
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
-    from ios_core.onnx import export_onnx
-
     if precision == "bf16":
         raise BackendError("the TVM backends run fp32, tf32 (as fp32) or fp16; precision=bf16 is not supported")
-    model = export_onnx(graph)
+    onnx_model = model.onnx()
+    inits = {t.name for t in onnx_model.graph.initializer}
+    name = next(i.name for i in onnx_model.graph.input if i.name not in inits)
     try:
-        mod = from_onnx(model, shape_dict={model.graph.input[0].name: (batch, *graph.input_shape)},
-                        keep_params_in_input=False)
-    except tvm.error.OpNotImplemented as err:
-        raise BackendError(f"TVM {tvm.__version__} cannot import {graph.name}: {err}") from None
+        mod = from_onnx(onnx_model, shape_dict={name: (batch, *model.input_shape)}, keep_params_in_input=False)
+    except Exception as err:  # OpNotImplemented, or a frontend's assertion on an operator's form
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise BackendError(f"TVM {tvm.__version__}'s ONNX frontend cannot import {model.name}: "
+                           f"{type(err).__name__}: {first}") from None
     if precision == "fp16":
         mod = relax.transform.ToMixedPrecision(out_dtype="float16")(mod)
     return mod

@@ -1,0 +1,137 @@
+"""The ONNX form of a model: a user's file read and checked, a module exported with torch.onnx (the dynamo
+exporter first, then the legacy one), and a float64 copy evaluated by onnx's reference evaluator, the
+reference for a file the IR cannot import."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .errors import FormError
+
+DYNAMO_OPSET, LEGACY_OPSET = 18, 17
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        if line.strip() and not line.startswith(("Traceback", "  File")):
+            return f"{type(exc).__name__}: {line.strip()[:300]}"
+    return type(exc).__name__
+
+
+def load_file(path: str, batch: int) -> Any:
+    """A user's ONNX file, checked, with one float input whose batch dimension is free or ``batch``."""
+    import onnx
+
+    try:
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+    except Exception as exc:  # DecodeError, ValidationError, ...
+        raise FormError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    if len(inputs) != 1:
+        raise FormError(f"{path}: the harness feeds one image input; this model has {len(inputs)} "
+                        f"({', '.join(i.name for i in inputs)})")
+    dims = inputs[0].type.tensor_type.shape.dim
+    if len(dims) != 4:
+        raise FormError(f"{path}: input {inputs[0].name!r} has rank {len(dims)}; an image input is (N, C, H, W)")
+    if dims[0].HasField("dim_value") and dims[0].dim_value not in (0, batch):
+        raise FormError(f"{path}: input {inputs[0].name!r} has batch size {dims[0].dim_value} fixed in the file; "
+                        f"run it with batch={dims[0].dim_value}, or export it with a dynamic batch dimension")
+    return model
+
+
+def input_shape(model: Any) -> tuple[int, int, int]:
+    """(C, H, W) of an ONNX model's image input; a symbolic one is an error that says how to fix it."""
+    inits = {t.name for t in model.graph.initializer}
+    value = next(i for i in model.graph.input if i.name not in inits)
+    dims = value.type.tensor_type.shape.dim[1:]
+    if not all(d.HasField("dim_value") and d.dim_value > 0 for d in dims):
+        raise FormError(f"input {value.name!r} has symbolic sizes ({', '.join(d.dim_param or '?' for d in dims)}): "
+                        f"export the file with a fixed channel count and image size")
+    c, h, w = (int(d.dim_value) for d in dims)
+    return c, h, w
+
+
+def export_module(module: Any, example: Any) -> Any:
+    """The module as an ONNX model for this example input's shape: torch.onnx's dynamo exporter, and the
+    legacy TorchScript exporter where that one fails; both failures are said in one line."""
+    import onnx
+    import torch
+
+    errors = []
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # the exporter's progress lines
+                program = torch.onnx.export(module, (example,), dynamo=True, opset_version=DYNAMO_OPSET,
+                                            verbose=False)
+            assert program is not None  # the dynamo exporter returns its program
+            return program.model_proto
+        except Exception as exc:
+            errors.append(f"dynamo exporter: {_first_line(exc)}")
+        try:
+            buf = io.BytesIO()
+            torch.onnx.export(module, (example,), buf, dynamo=False,  # type: ignore[arg-type]
+                              opset_version=LEGACY_OPSET, input_names=["input"], output_names=["output"])
+            return onnx.load_from_string(buf.getvalue())
+        except Exception as exc:
+            errors.append(f"legacy exporter: {_first_line(exc)}")
+    raise FormError("torch.onnx could not export it (" + "; ".join(errors) + ")")
+
+
+def float64_copy(model: Any) -> Any:
+    """The same model computing in float64: float tensors (weights, constants, inputs, outputs, value infos)
+    and casts to float become double."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    float_types = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16)
+
+    def widen(t: Any) -> None:
+        if t.data_type in float_types:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
+
+    def graphs(g: Any):
+        yield g
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    yield from graphs(a.g)
+
+    for g in graphs(m.graph):
+        for t in g.initializer:
+            widen(t)
+        for v in [*g.input, *g.output, *g.value_info]:
+            if v.type.tensor_type.elem_type in float_types:
+                v.type.tensor_type.elem_type = TensorProto.DOUBLE
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    widen(a.t)
+                elif node.op_type in ("Cast", "CastLike", "EyeLike", "RandomNormal", "RandomUniform") \
+                        and a.name in ("to", "dtype") and a.i in float_types:
+                    a.i = TensorProto.DOUBLE
+    return m
+
+
+def evaluate_float64(model: Any, x: np.ndarray) -> np.ndarray:
+    """The model's first output for ``x``, computed in float64 by onnx's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    m = float64_copy(model)
+    inits = {t.name for t in m.graph.initializer}
+    name = next(i.name for i in m.graph.input if i.name not in inits)
+    try:
+        out = ReferenceEvaluator(m).run(None, {name: np.asarray(x, np.float64)})[0]  # type: ignore[index]
+    except Exception as exc:
+        raise FormError(f"onnx's reference evaluator cannot run it in float64 ({_first_line(exc)})") from None
+    return np.asarray(out, np.float64)

@@ -1,0 +1,176 @@
+"""The model zoos users already use, timm and torchvision, and a user's own factory: their names, the
+``nn.Module`` with random-init weights (nothing is downloaded), its input size, and BatchNorm statistics
+calibrated on random inputs so that the output depends on the input (the correctness check must see it)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+import types
+from functools import cache
+from typing import Any
+
+from ios_core.errors import UserError
+
+#: the pip extra that installs each zoo's library
+EXTRA = {"timm": "timm", "torchvision": "timm"}
+#: how a user lists a zoo's names
+LISTING = {"timm": "python -m harness --list-models timm '*pattern*'",
+           "torchvision": "python -m harness --list-models torchvision"}
+DEFAULT_SIZE = 224  # a module factory's input, and torchvision's where its weights do not say
+CALIBRATION_BATCHES = 4
+
+
+class MissingZoo(UserError):
+    """A zoo's library is not installed; the message names the extra that installs it."""
+
+
+def import_torchvision() -> types.ModuleType:
+    """torchvision, also beside a torch build it was not compiled for (PyPI's torchvision is a CUDA build; next
+    to the CPU torch its C++ operators do not register and its import fails in ``_meta_registrations``). The
+    model definitions are pure Python: the registrations of the missing operators are skipped then."""
+    if importlib.util.find_spec("torchvision") is None:
+        raise MissingZoo("model=torchvision needs torchvision, which is not installed: pip install -e '.[timm]'")
+    try:
+        import torchvision  # type: ignore[import-untyped]
+    except RuntimeError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        sys.modules["torchvision._meta_registrations"] = types.ModuleType("torchvision._meta_registrations")
+        import torchvision
+    return torchvision
+
+
+def import_zoo(zoo: str) -> types.ModuleType:
+    """The zoo's library (timm imports torchvision, so the same care applies)."""
+    tv = import_torchvision() if zoo == "torchvision" or importlib.util.find_spec("torchvision") else None
+    if zoo == "torchvision":
+        assert tv is not None
+        return tv
+    if importlib.util.find_spec("timm") is None:
+        raise MissingZoo("model=timm needs timm, which is not installed: pip install -e '.[timm]'")
+    return importlib.import_module("timm")
+
+
+def version(zoo: str) -> str:
+    return str(getattr(import_zoo(zoo), "__version__", "?"))
+
+
+@cache
+def architectures(zoo: str) -> tuple[str, ...]:
+    """The model names a zoo builds (torchvision: its classification models)."""
+    lib = import_zoo(zoo)
+    if zoo == "timm":
+        return tuple(lib.list_models())
+    return tuple(lib.models.list_models(module=lib.models))
+
+
+def build(kind: str, ref: str, image_size: int, seed: int) -> tuple[Any, tuple[int, int, int]]:
+    """The float32 CPU module in eval mode (seeded weights) and its input shape (C, H, W)."""
+    import torch
+
+    torch.manual_seed(seed)
+    if kind == "timm":
+        module, shape = _timm(ref, image_size)
+    elif kind == "torchvision":
+        module, shape = _torchvision(ref, image_size)
+    else:
+        module, shape = _factory(ref, image_size)
+    module = module.float().eval()
+    if kind != "module":  # a user's factory may bring trained statistics: those are left as they are
+        calibrate(module, shape, seed)
+    return module, shape
+
+
+def _timm(arch: str, image_size: int) -> tuple[Any, tuple[int, int, int]]:
+    timm = import_zoo("timm")
+    module = None
+    if image_size:  # ViT-style models fix their token grid at creation; CNNs take any size and refuse the argument
+        try:
+            module = timm.create_model(arch, pretrained=False, img_size=image_size)
+        except TypeError:
+            module = None
+    if module is None:
+        module = timm.create_model(arch, pretrained=False)
+    c, h, w = module.pretrained_cfg.get("input_size", (3, DEFAULT_SIZE, DEFAULT_SIZE))
+    return module, (int(c), image_size or int(h), image_size or int(w))
+
+
+def _torchvision(arch: str, image_size: int) -> tuple[Any, tuple[int, int, int]]:
+    tv = import_zoo("torchvision")
+    builder = tv.models.get_model_builder(arch)
+    kwargs: dict[str, Any] = {"weights": None}
+    if image_size and "image_size" in inspect.signature(builder).parameters:  # ViT, Swin: size fixed at creation
+        kwargs["image_size"] = image_size
+    if arch in ("inception_v3", "googlenet"):  # their auxiliary heads exist only for training
+        kwargs.update(aux_logits=False, init_weights=True)
+    module = builder(**kwargs)
+    size = image_size or _weights_size(tv, arch)
+    return module, (3, size, size)
+
+
+def _weights_size(tv: Any, arch: str) -> int:
+    """The crop size of the architecture's default weights (metadata only, nothing is downloaded)."""
+    try:
+        return int(tv.models.get_model_weights(arch).DEFAULT.transforms().crop_size[0])
+    except Exception:
+        return DEFAULT_SIZE
+
+
+def _factory(target: str, image_size: int) -> tuple[Any, tuple[int, int, int]]:
+    import torch
+
+    module_name, _, attr = target.partition(":")
+    made = getattr(importlib.import_module(module_name), attr)()
+    if not isinstance(made, torch.nn.Module):
+        raise UserError(f"model.target={target} returned {type(made).__name__}, not a torch.nn.Module")
+    size = image_size or DEFAULT_SIZE
+    return FirstOutput(made), (3, size, size)
+
+
+def _first_output_class() -> type:
+    import torch
+
+    class FirstOutputModule(torch.nn.Module):
+        """A user's module, its forward's first tensor as the output (tuples and lists of outputs)."""
+
+        def __init__(self, inner: torch.nn.Module):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.inner(x)
+            while isinstance(y, (tuple, list)):
+                y = y[0]
+            return y
+    return FirstOutputModule
+
+
+def FirstOutput(module: Any) -> Any:  # noqa: N802 (a constructor)
+    return _first_output_class()(module)
+
+
+def calibrate(module: Any, shape: tuple[int, int, int], seed: int) -> None:
+    """Running statistics of every BatchNorm from a few batches of seeded random input (the cumulative mean,
+    not the default momentum), the rest of the module staying in eval mode. Random-init statistics (mean 0,
+    variance 1) let activations grow or vanish through a deep network until the output no longer depends on
+    the input."""
+    import torch
+
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    gen = torch.Generator().manual_seed(seed + 7)
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None
+        m.train()
+    with torch.no_grad():
+        for _ in range(CALIBRATION_BATCHES):
+            module(torch.randn((2, *shape), generator=gen))
+    for m in norms:
+        m.eval()

@@ -1,0 +1,116 @@
+"""One run resolved once, in the parent: the validated typed config, the model's source, the backend's class
+and the device. The measuring child receives this value (pickled) and the protocol reads it; the record's
+plain config is derived from it, not kept beside it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, cast
+
+from omegaconf import DictConfig, OmegaConf
+
+from .backend import Backend
+from .config import BenchConfig, ConfigError, default_backend, validate
+from .machine.environment import resolve_device
+from .models import ModelSource, resolve
+from .plugins import get_backend
+
+#: the config groups a command line names presets of (``runner=quick``)
+PRESET_GROUPS = ("model", "backend", "device", "runner", "tracking")
+
+
+@dataclass
+class RunSpec:
+    """What one run is: ``cfg`` (the typed config, the backend's dataclass inside), ``model`` (its resolved
+    source), ``backend`` (the plugin's class, found once) and ``device`` (``cpu`` or ``cuda``, ``auto``
+    resolved)."""
+
+    cfg: BenchConfig
+    model: ModelSource
+    backend: type[Backend]
+    device: str
+
+    @property
+    def precision(self) -> str:
+        return self.cfg.precision.value
+
+    @property
+    def results_dir(self) -> str:
+        return self.cfg.tracking.results_dir
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        """The config as plain data (Enums as their values): what the record, MLflow and a sweep's index keep."""
+        return cast(dict[str, Any], OmegaConf.to_container(OmegaConf.structured(self.cfg), enum_to_str=True))
+
+    def label(self) -> str:
+        """The backend variant's name (IOS-Both, PyTorch-CUDAGraph), from the typed config alone."""
+        try:
+            return self.backend.label_of(self.cfg.backend)
+        except Exception:  # a plugin's label_of that fails: its name, the run still goes on
+            return self.backend.name
+
+    def __getstate__(self) -> dict[str, Any]:  # the child re-derives the plain config if it needs it
+        state = dict(self.__dict__)
+        state.pop("config", None)
+        return state
+
+
+def resolve_run(cfg: Any) -> RunSpec:
+    """Any config form (BenchConfig, DictConfig, dict) -> the run's :class:`RunSpec`, every value checked
+    (a :class:`ConfigError` names what is wrong) before any work."""
+    typed = validate(_schema(cfg))  # every group's value checks, as the typed config is made
+    backend = get_backend(typed.backend.name)
+    backend.config_class.check_keys(vars(typed.backend).keys(), backend.name)  # `+backend.mdoe=x` slips past Hydra
+    typed.tracking.results_dir = str(Path(typed.tracking.results_dir).resolve())
+    check_results_dir(typed.tracking.results_dir)
+    for key, path in _input_files(typed).items():  # files the child would read: checked here, before any work
+        if not Path(path).is_file():
+            raise ConfigError(f"{key}={path}: no such file")
+        if not os.access(path, os.R_OK):
+            raise ConfigError(f"{key}={path}: cannot be read (permissions)")
+    source = resolve(typed.model)
+    device = resolve_device(typed.device.type.value)  # device=cuda without a GPU: one line before any work
+    return RunSpec(typed, source, backend, device)
+
+
+def _schema(cfg: Any) -> DictConfig:
+    """The config under the BenchConfig schema, the backend's dataclass (its defaults) merged in."""
+    if isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is not BenchConfig:  # made without the schema
+        cfg = OmegaConf.to_container(cfg)
+    if isinstance(cfg, dict):  # from Python
+        cfg = dict(cfg)
+        named = [f"{k}={v}" for k, v in cfg.items() if k in PRESET_GROUPS and isinstance(v, str)]
+        if named:  # a preset by name is the CLI's way: one line saying how to ask for it from Python
+            raise ConfigError(f"{', '.join(named)}: a config group in a dict takes its values, not a preset name; "
+                              f"for presets use harness.run(overrides=[{', '.join(map(repr, named))}, ...])")
+        backend = get_backend(cfg.get("backend", {}).get("name") or default_backend())  # aliases resolved
+        given = {**cfg.get("backend", {}), "name": backend.name}
+        backend.config_class.check_keys(given.keys(), backend.name)
+        cfg["backend"] = OmegaConf.merge(OmegaConf.structured(backend.config_class(name=backend.name)), given)
+        return cast(DictConfig, OmegaConf.merge(OmegaConf.structured(BenchConfig), cfg))
+    if not isinstance(cfg, DictConfig):
+        return cast(DictConfig, OmegaConf.structured(cfg))
+    return cfg
+
+
+def _input_files(cfg: BenchConfig) -> dict[str, str]:
+    """A backend's ``*_file`` options (a schedule to load, ...): the model's file is its source's to check."""
+    return {f"backend.{key}": str(value) for key, value in vars(cfg.backend).items()
+            if key.endswith("_file") and value}
+
+
+def check_results_dir(path: str) -> None:
+    """Fail before any work when the results folder cannot be written."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"tracking.results_dir={path} cannot be written ({exc.strerror or exc}); "
+                          f"choose a writable folder") from None
