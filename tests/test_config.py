@@ -6,6 +6,7 @@ from omegaconf import OmegaConf
 
 from harness.config import BenchConfig, ConfigError, DeviceConfig, RunnerConfig, validate
 from harness.job import compose
+from harness.spec import resolve_run
 
 
 def test_the_defaults_pass():
@@ -46,5 +47,9 @@ def test_to_object_of_the_composed_config_runs_the_checks(override, message):
 
 def test_a_value_left_missing_is_one_line():
     cfg = compose(["model=onnx", "device=cpu"])
-    with pytest.raises(ConfigError, match=r"^model.params.path has no value \(\?\?\?\)"):
+    with pytest.raises(ConfigError, match=r"^model=onnx needs the file: add model.path="):
+        resolve_run(cfg)
+    cfg = compose(["model=inception_v3", "device=cpu"])
+    cfg.runner.seed = "???"
+    with pytest.raises(ConfigError, match=r"^runner.seed has no value \(\?\?\?\)"):
         validate(cfg)

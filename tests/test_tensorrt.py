@@ -51,16 +51,16 @@ def test_the_onnx_fed_to_tensorrt_matches_the_reference(model):
     x = seeded_input(g, 2, 0)
     ref = reference_forward(g, x)
     plan = describe("fp32", TensorRTConfig(), 2, g.input_shape, TRT10)
-    assert rel_err(ort_forward(onnx_for_tensorrt(g, plan), x), ref) < TOLERANCE["fp32"]
+    assert rel_err(ort_forward(onnx_for_tensorrt(Model.from_graph(g), plan), x), ref) < TOLERANCE["fp32"]
     # TensorRT 11 has no FP16 flag: fp16 is a float16 graph between float32 input and output
-    half = onnx_for_tensorrt(g, describe("fp16", TensorRTConfig(), 2, g.input_shape, TRT11))
+    half = onnx_for_tensorrt(Model.from_graph(g), describe("fp16", TensorRTConfig(), 2, g.input_shape, TRT11))
     assert 0 < rel_err(ort_forward(half, x), ref) < TOLERANCE["fp16"]
 
 
 def test_the_float16_export_keeps_float32_io():
     g = build_model("sample", **SMALL["sample"])
-    flagged = onnx_for_tensorrt(g, describe("fp16", TensorRTConfig(), 1, g.input_shape, TRT10))
-    typed = onnx_for_tensorrt(g, describe("fp16", TensorRTConfig(), 1, g.input_shape, TRT11))
+    flagged = onnx_for_tensorrt(Model.from_graph(g), describe("fp16", TensorRTConfig(), 1, g.input_shape, TRT10))
+    typed = onnx_for_tensorrt(Model.from_graph(g), describe("fp16", TensorRTConfig(), 1, g.input_shape, TRT11))
     f32, f16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
     assert {t.data_type for t in flagged.graph.initializer} >= {f32}  # TensorRT 10: the flag, float32 weights
     assert f32 not in {t.data_type for t in typed.graph.initializer}
@@ -258,15 +258,15 @@ def test_parser_errors_are_reported():
 
 def test_engine_path_names_what_the_engine_was_built_for(tmp_path):
     g = build_model("sample", **SMALL["sample"])
-    model = onnx_for_tensorrt(g, plan_for()).SerializeToString()
+    model = onnx_for_tensorrt(Model.from_graph(g), plan_for()).SerializeToString()
     gpu = "NVIDIA H100 80GB HBM3"
-    path = engine_path(tmp_path, g, gpu, TRT10, describe("fp16", TensorRTConfig(), 8, g.input_shape, TRT10), model)
+    path = engine_path(tmp_path, Model.from_graph(g), gpu, TRT10, describe("fp16", TensorRTConfig(), 8, g.input_shape, TRT10), model)
     assert path.parent == tmp_path / "tensorrt" / f"sample-{g.hash()}"
     assert path.name.startswith("nvidia-h100-80gb-hbm3-trt10.8.0.43-bs8-fp16-") and path.suffix == ".engine"
     ranged = describe("fp32", TensorRTConfig(batch_range="1-128"), 8, g.input_shape, TRT10)
-    assert "-bs1-128-fp32-" in engine_path(tmp_path, g, gpu, TRT10, ranged, model).name
-    other_weights = onnx_for_tensorrt(build_model("sample", **SMALL["sample"], seed=1), plan_for()).SerializeToString()
-    assert engine_path(tmp_path, g, gpu, TRT10, ranged, other_weights) != engine_path(tmp_path, g, gpu, TRT10,
+    assert "-bs1-128-fp32-" in engine_path(tmp_path, Model.from_graph(g), gpu, TRT10, ranged, model).name
+    other_weights = onnx_for_tensorrt(Model.from_graph(build_model("sample", **SMALL["sample"], seed=1)), plan_for()).SerializeToString()
+    assert engine_path(tmp_path, Model.from_graph(g), gpu, TRT10, ranged, other_weights) != engine_path(tmp_path, Model.from_graph(g), gpu, TRT10,
                                                                                       ranged, model)
 
 
