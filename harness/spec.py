@@ -62,7 +62,10 @@ class RunSpec:
 def resolve_run(cfg: Any) -> RunSpec:
     """Any config form (BenchConfig, DictConfig, dict) -> the run's :class:`RunSpec`, every value checked
     (a :class:`ConfigError` names what is wrong) before any work."""
-    typed = validate(_schema(cfg))  # every group's value checks, as the typed config is made
+    composed = _schema(cfg)
+    if OmegaConf.select(composed, "model.name") == "onnx" and _missing(composed.model.params, "path"):
+        raise ConfigError("model=onnx needs the file: add model.path=/abs/net.onnx")  # the older form, left at ???
+    typed = validate(composed)  # every group's value checks, as the typed config is made
     backend = get_backend(typed.backend.name)
     backend.config_class.check_keys(vars(typed.backend).keys(), backend.name)  # `+backend.mdoe=x` slips past Hydra
     typed.tracking.results_dir = str(Path(typed.tracking.results_dir).resolve())
@@ -75,6 +78,13 @@ def resolve_run(cfg: Any) -> RunSpec:
     source = resolve(typed.model)
     device = resolve_device(typed.device.type.value)  # device=cuda without a GPU: one line before any work
     return RunSpec(typed, source, backend, device)
+
+
+def _missing(node: Any, key: str) -> bool:
+    try:
+        return bool(OmegaConf.is_missing(node, key))
+    except Exception:  # no such key
+        return False
 
 
 def _schema(cfg: Any) -> DictConfig:

@@ -64,7 +64,7 @@ def test_onnxruntime_backend_on_the_zoo(bench_cfg, model):
 
 
 @pytest.mark.parametrize("over,message", [
-    ({"backend.name": "onnxruntime", "precision": "fp16"}, "precision=fp16 is not supported"),
+    ({"backend.name": "onnxruntime", "precision": "fp16"}, "precision=fp16 with ONNX Runtime needs device=cuda"),
     ({"backend.name": "onnxruntime", "backend.provider": "cuda"}, "needs device=cuda"),
 ])
 def test_framework_backend_errors(bench_cfg, over, message):
@@ -95,8 +95,8 @@ def test_tensorflow_backends_end_to_end(bench_cfg, backend):
 
 def test_tensorflow_without_gpu_says_what_to_install(bench_cfg, monkeypatch):
     pytest.importorskip("tensorflow")
-    import harness.measure.protocol as protocol
-    monkeypatch.setattr(protocol, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
+    import harness.spec as spec
+    monkeypatch.setattr(spec, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
     rec = run(bench_cfg(**{"backend.name": "tensorflow"}), quiet=True)
     assert rec.status == "FAILED" and "tensorflow[and-cuda]" in rec.error
 
@@ -128,8 +128,8 @@ def test_onnxruntime_cpu_build_on_cuda_says_how_to_get_the_gpu_build(bench_cfg, 
     ort = pytest.importorskip("onnxruntime")
     if "CUDAExecutionProvider" in ort.get_available_providers():
         pytest.skip("this is onnxruntime-gpu")
-    import harness.measure.protocol as protocol
-    monkeypatch.setattr(protocol, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
+    import harness.spec as spec
+    monkeypatch.setattr(spec, "resolve_device", lambda d: "cuda")  # pretend a GPU so the backend is asked
     rec = run(bench_cfg(**{"backend.name": "onnxruntime"}), quiet=True)
     assert rec.status == "FAILED" and "\n" not in rec.error
     assert "has no CUDAExecutionProvider" in rec.error

@@ -204,7 +204,7 @@ def test_model_ranges_and_a_missing_onnx_path_are_checked_in_the_parent(bench_cf
     cfg = bench_cfg(**{"model": {"name": "inception_v3", "params": {"image_size": 16}}, "runner.isolate": True})
     with pytest.raises(ConfigError, match=r"needs image_size >= 75"):
         run(cfg, quiet=True)
-    with pytest.raises(ConfigError, match=r"^model=onnx needs the file: add model.params.path="):
+    with pytest.raises(ConfigError, match=r"^model=onnx needs the file: add model.path="):
         run(bench_cfg(**{"model": {"name": "onnx", "params": {"path": "???"}}}), quiet=True)
     assert not (tmp_path / "results" / "records").exists()
 

@@ -50,7 +50,7 @@ def test_help_lists_groups_backend_options_and_flags():
     out = subprocess.run([sys.executable, "-m", "harness", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
-    for needle in ("--list-backends", "--debug", "python -m harness.report", "model: inception_v3, nasnet",
+    for needle in ("--list-backends", "--debug", "python -m harness.report", "model: inception_v3, module, nasnet",
                    "experiment: autotvm, autotvm_quick", "backend=ios    IOS: the searched schedule",
                    "backend.schedule=ios-both", "sequential, greedy, ios-merge", "runner.profile_ops=False",
                    'eval "$(ios-harness -sc install=bash)"'):

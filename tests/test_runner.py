@@ -165,7 +165,8 @@ def test_a_variant_is_named_by_its_config():
     (["batch=0"], 2, "error: batch=0 is invalid: the batch size must be a positive integer"),
     (["batch=abc"], 2, "error: Error merging override batch=abc: Value 'abc' of type 'str' could not be converted "
                        "to Integer (--debug for the full traceback)"),
-    (["model=vgg"], 2, "error: Could not find 'model/vgg'; choose one of: inception_v3, module, nasnet, onnx, randwire"),
+    (["model=vgg"], 2, "error: Could not find 'model/vgg'; choose one of: inception_v3, module, nasnet, onnx, "
+                       "randwire"),
     (["backend=nope"], 2, "error: Could not find 'backend/nope'; choose one of: "),
     (["backend.mdoe=x"], 2, "Key 'mdoe' not in 'PyTorchConfig'"),
     (["+backend.mdoe=x"], 2, "error: backend.mdoe is not an option of backend 'pytorch'; its options: "),

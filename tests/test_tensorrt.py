@@ -260,13 +260,15 @@ def test_engine_path_names_what_the_engine_was_built_for(tmp_path):
     g = build_model("sample", **SMALL["sample"])
     model = onnx_for_tensorrt(Model.from_graph(g), plan_for()).SerializeToString()
     gpu = "NVIDIA H100 80GB HBM3"
-    path = engine_path(tmp_path, Model.from_graph(g), gpu, TRT10, describe("fp16", TensorRTConfig(), 8, g.input_shape, TRT10), model)
+    source = Model.from_graph(g)
+    path = engine_path(tmp_path, source, gpu, TRT10, describe("fp16", TensorRTConfig(), 8, g.input_shape, TRT10), model)
     assert path.parent == tmp_path / "tensorrt" / f"sample-{g.hash()}"
     assert path.name.startswith("nvidia-h100-80gb-hbm3-trt10.8.0.43-bs8-fp16-") and path.suffix == ".engine"
     ranged = describe("fp32", TensorRTConfig(batch_range="1-128"), 8, g.input_shape, TRT10)
-    assert "-bs1-128-fp32-" in engine_path(tmp_path, Model.from_graph(g), gpu, TRT10, ranged, model).name
-    other_weights = onnx_for_tensorrt(Model.from_graph(build_model("sample", **SMALL["sample"], seed=1)), plan_for()).SerializeToString()
-    assert engine_path(tmp_path, Model.from_graph(g), gpu, TRT10, ranged, other_weights) != engine_path(tmp_path, Model.from_graph(g), gpu, TRT10,
+    assert "-bs1-128-fp32-" in engine_path(tmp_path, source, gpu, TRT10, ranged, model).name
+    other = Model.from_graph(build_model("sample", **SMALL["sample"], seed=1))
+    other_weights = onnx_for_tensorrt(other, plan_for()).SerializeToString()
+    assert engine_path(tmp_path, source, gpu, TRT10, ranged, other_weights) != engine_path(tmp_path, source, gpu, TRT10,
                                                                                       ranged, model)
 
 

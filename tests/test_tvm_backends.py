@@ -10,8 +10,9 @@ import pytest
 from harness.backend import BackendError
 from harness.config import ConfigError
 from harness.job import run
+from harness.models import Model
+from harness_plugins.tvm.frontend import Work
 from ios_core.models import MODELS, build_model
-from ios_core.workload import Workload
 
 from .helpers import SMALL
 
@@ -55,7 +56,7 @@ def test_cudnn_partitioning_offloads_every_conv(model):
     from harness_plugins.tvm.frontend import to_relax
     from ios_core.onnx import export_onnx
     g = build_model(model, **SMALL[model])
-    _, offloaded, total = partition(to_relax(g, 1, "fp32"))
+    _, offloaded, total = partition(to_relax(Model.from_graph(g), 1, "fp32"))
     assert total == sum(1 for n in export_onnx(g).graph.node if n.op_type == "Conv") > 0
     assert offloaded == total
 
@@ -70,7 +71,8 @@ def test_tvm_cudnn_without_its_library_names_the_build_command(monkeypatch, tmp_
     backend = TvmCudnnBackend({"name": "tvm_cudnn", "cuda_graph": False, "opt_level": 3, "algo": "find"})
     with pytest.raises(BackendError, match=r"not built for this TVM .*python -m harness_plugins.tvm.build_cudnn") \
             as err:
-        backend.lower(to_relax(g, 1, "fp32"), make_target("cpu"), Workload(g, 1, "fp32", "cpu"), {}, {})
+        work = Work(g.name, g.hash(), 1, "fp32", "cpu")
+        backend.lower(to_relax(Model.from_graph(g), 1, "fp32"), make_target("cpu"), work, {}, {})
     assert "\n" not in str(err.value)
     assert TvmCudnnBackend.not_ready() == str(err.value)
 
@@ -113,7 +115,7 @@ def test_tvm_cudnn_lowering_computes_the_model(model, fake_cudnn):
     from harness_plugins.tvm.frontend import to_relax
 
     g = build_model(model, **SMALL[model])
-    mod = to_relax(g, 2, "fp32")
+    mod = to_relax(Model.from_graph(g, 2), 2, "fp32")
     part, regions, total = cudnn.partition(mod)
     lowered, counts = cudnn.offload(part, cudnn.fixed_algo("implicit_precomp_gemm"))
     assert regions == total == counts["convs"] + counts["kept"] and counts["convs"] > 0

@@ -88,7 +88,8 @@ def resolve(cfg: ModelConfig) -> ModelSource:
         if params:
             raise ConfigError(f"model=onnx has no parameter {', '.join(sorted(params))}; it takes model.path "
                               f"and model.image_size")
-        return ModelSource("onnx", _onnx_file(path), cfg.image_size)
+        return ModelSource("onnx", _onnx_file(path, "model.path" if cfg.path else "model.params.path"),
+                           cfg.image_size)
     if params:
         raise ConfigError(f"model={name} takes model.{SOURCE_KEY[name]} and model.image_size, not model.params "
                           f"({', '.join(sorted(params))}): those are the zoo builders' parameters")
@@ -120,14 +121,14 @@ def _zoo(cfg: ModelConfig, name: str, params: dict[str, Any]) -> ModelSource:
     return ModelSource("zoo", name, 0, params)
 
 
-def _onnx_file(path: str) -> str:
+def _onnx_file(path: str, key: str) -> str:
     if not path:
         raise ConfigError("model=onnx needs the file: add model.path=/abs/net.onnx")
     p = Path(path).expanduser().resolve()
     if not p.is_file():
-        raise ConfigError(f"model.path={path}: no such file")
+        raise ConfigError(f"{key}={path}: no such file")
     if not os.access(p, os.R_OK):
-        raise ConfigError(f"model.path={path}: cannot be read (permissions)")
+        raise ConfigError(f"{key}={path}: cannot be read (permissions)")
     return str(p)
 
 
