@@ -30,3 +30,32 @@ def import_torchvision_models():
     sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
     import torchvision.models as models
     return models
+
+
+def tiny_net():
+    """A user's module for ``model=module model.target=tests.helpers:tiny_net`` (a conv, BatchNorm, a squeeze-
+    excitation side path, a classifier), with trained-looking statistics the harness must leave alone."""
+    import torch
+    from torch import nn
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.bn = nn.BatchNorm2d(8)
+            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(8, 8, 1), nn.Hardsigmoid())
+            self.fc = nn.Linear(8, 5)
+
+        def forward(self, x):
+            y = torch.relu(self.bn(self.conv(x)))
+            y = y * self.se(y)
+            return self.fc(y.mean((2, 3))), y  # a tuple: the first tensor is the output
+
+    torch.manual_seed(3)
+    net = Tiny()
+    net.bn.running_mean.fill_(0.25)
+    return net
+
+
+def not_a_module():
+    return 42

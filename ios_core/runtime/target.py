@@ -110,4 +110,7 @@ class TorchTarget:
         def infer(_):
             graph.replay()
             return static_out
+        # the graph reads the module's weights at their addresses: they live as long as the graph is replayed
+        # (a module nothing else holds was freed after capture, and replays read freed memory)
+        infer.module = fn  # type: ignore[attr-defined]
         return infer, load

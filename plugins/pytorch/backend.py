@@ -47,12 +47,6 @@ class PyTorchBackend(Backend[PyTorchConfig]):
             channels_last, chosen_by = forced, "forced"
         elif device != "cuda":  # the CPU: the model's own layout, nothing timed
             channels_last, chosen_by = False, "default"
-        elif model.source.kind not in ("zoo", "onnx"):
-            # the model's own module (timm, torchvision, a factory) stays in its own layout: NHWC in a CUDA graph
-            # gave wrong outputs for timm's mobilenetv2 and deit on the H200 (eager NHWC was right), and timing
-            # both layouts then faulted (illegal address); backend.channels_last=true still asks for NHWC, and the
-            # correctness check judges it
-            channels_last, chosen_by = False, "default"
         elif mode == "compile":
             # Inductor chooses its own layouts inside the compiled graph, and timing both layouts
             # would compile twice (minutes under max-autotune): NHWC, the layout cuDNN's convs prefer

@@ -1,0 +1,184 @@
+"""Models as users bring them (issue 37): timm and torchvision by name, an ONNX file, a user's nn.Module factory;
+each backend takes its own form of the model (the module, the ONNX model, the IR) and every output is compared
+with the float64 reference of the source."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from harness.config import ConfigError, ModelConfig
+from harness.job import run
+from harness.models import FormError, Model, resolve, zoos
+
+from .helpers import import_torchvision_models
+
+if importlib.util.find_spec("timm") is None:
+    pytest.skip("timm is not installed (pip install -e '.[timm]')", allow_module_level=True)
+zoos.import_zoo("timm")  # with torchvision's operators skipped beside the CPU torch, as the harness does
+
+#: PyTorch's TIMM suite (benchmarks/dynamo/timm_models_list.txt) at reduced image sizes for the CPU
+SUITE = {"adv_inception_v3": 96, "beit_base_patch16_224": 64, "convnextv2_nano": 64,
+         "deit_base_distilled_patch16_224": 64, "deit_tiny_patch16_224": 64, "dm_nfnet_f0": 64, "ghostnet_100": 64,
+         "inception_v3": 96, "mobilenetv2_100": 64, "mobilenetv3_large_100": 64, "mobilevit_s": 64, "nfnet_l0": 64,
+         "repvgg_a2": 64, "swin_base_patch4_window7_224": 64, "tf_efficientnet_b0": 64, "visformer_small": 64,
+         "vit_base_patch14_dinov2": 56, "vit_base_patch16_siglip_256": 64}
+
+
+def timm_cfg(bench_cfg, arch, size, backend, **over):
+    return bench_cfg(**{"model": {"name": "timm", "arch": arch, "image_size": size}, "backend.name": backend,
+                        "runner.check_samples": 1, **over})
+
+
+@pytest.mark.parametrize("arch", sorted(SUITE))
+def test_the_timm_suite_runs_on_pytorch_and_onnxruntime(bench_cfg, arch):
+    """Each model by name: its module on PyTorch eager, its torch.onnx export on ONNX Runtime, both within the
+    fp32 tolerance of the module in float64, and the check sees the input."""
+    pytest.importorskip("onnxruntime")
+    for backend, form in (("pytorch", "module"), ("onnxruntime", "onnx")):
+        rec = run(timm_cfg(bench_cfg, arch, SUITE[arch], backend), quiet=True)
+        assert rec.status == "FINISHED", f"{backend}: {rec.error}"
+        assert rec.metrics["max_rel_error"] < 1e-4
+        assert rec.metrics["check_input_sensitivity"] > 1e-4
+        assert rec.params["model_form"] == form and rec.params["reference"].startswith("the module in float64")
+        assert rec.run_name.startswith(f"timm:{arch}@{SUITE[arch]} ")
+
+
+def test_a_model_the_ir_cannot_take_fails_its_job_in_one_line_naming_the_node(bench_cfg):
+    rec = run(timm_cfg(bench_cfg, "deit_tiny_patch16_224", 32, "ios"), quiet=True)
+    assert rec.status == "FAILED" and "\n" not in rec.error
+    assert rec.error.startswith("BackendError: backend ios cannot take timm:deit_tiny_patch16_224@32: as ios_core's IR")
+    assert "ONNX node" in rec.error and "(Reshape)" in rec.error
+
+
+def test_torchvision_by_name(bench_cfg):
+    rec = run(bench_cfg(**{"model": {"name": "torchvision", "arch": "resnet18", "image_size": 64}}), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4 and rec.run_name.startswith("torchvision:resnet18@64 PyTorch")
+
+
+@pytest.fixture(scope="module", params=["dynamo", "legacy"])
+def mobilenet_onnx(request, tmp_path_factory):
+    """torchvision's MobileNetV3 (HardSwish, squeeze-excitation: beyond the IR today) exported by both exporters."""
+    import torch
+
+    torch.manual_seed(0)
+    net = import_torchvision_models().mobilenet_v3_small().eval()
+    path = tmp_path_factory.mktemp("onnx") / f"mobilenet_{request.param}.onnx"
+    torch.onnx.export(net, (torch.randn(2, 3, 64, 64),), str(path), dynamo=request.param == "dynamo",
+                      **({"verbose": False} if request.param == "dynamo" else {"opset_version": 17}))
+    return str(path)
+
+
+def test_any_torchvision_export_runs_on_onnxruntime_against_onnxs_float64_evaluation(bench_cfg, mobilenet_onnx):
+    pytest.importorskip("onnxruntime")
+    rec = run(bench_cfg(**{"model": {"name": "onnx", "path": mobilenet_onnx}, "backend.name": "onnxruntime",
+                           "batch": 2}), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4
+    assert rec.params["reference"] == "onnx's reference evaluator on a float64 copy"  # the IR cannot import it
+    rec = run(bench_cfg(**{"model": {"name": "onnx", "path": mobilenet_onnx}, "batch": 2}), quiet=True)
+    assert rec.status == "FAILED" and "cannot take onnx:mobilenet_" in rec.error  # PyTorch runs the IR's module
+
+
+def test_a_users_module_factory_runs_as_given(bench_cfg):
+    target = "tests.helpers:tiny_net"
+    for backend in ("pytorch", "onnxruntime"):
+        rec = run(bench_cfg(**{"model": {"name": "module", "target": target, "image_size": 16},
+                               "backend.name": backend, "batch": 3}), quiet=True)
+        assert rec.status == "FINISHED", rec.error
+        assert rec.metrics["max_rel_error"] < 1e-4 and rec.run_name.startswith("module:tiny_net@16 ")
+    model = Model(resolve(ModelConfig(name="module", target=target, image_size=16)), 1)
+    assert float(model.module().inner.bn.running_mean[0]) == 0.25  # a factory's statistics are not recalibrated
+    assert model.input_shape == (3, 16, 16)
+
+
+@pytest.mark.parametrize("model,message", [
+    ({"name": "timm", "arch": "deit_tiny_patch16_22"}, r"model.arch=deit_tiny_patch16_22: timm .* has no such model; "
+                                                       r"closest: deit_tiny_patch16_224"),
+    ({"name": "timm"}, r"model=timm needs the architecture: add model.arch=NAME"),
+    ({"name": "timm", "arch": "resnet18", "params": {"depth": 2}}, r"model=timm takes model.arch and model.image_size"),
+    ({"name": "timm", "arch": "resnet18", "path": "/x.onnx"}, r"model=timm takes model.arch, not model.path"),
+    ({"name": "torchvision", "arch": "resnet5"}, r"torchvision .* has no such model; closest: resnet50"),
+    ({"name": "vgg"}, r"unknown model 'vgg'.*model=timm model.arch=NAME"),
+    ({"name": "module", "target": "tests.helpers"}, r"give package.module:factory"),
+    ({"name": "module", "target": "nope_pkg.nets:make"}, r"no module 'nope_pkg.nets' on the Python path"),
+    ({"name": "module", "target": "tests.helpers:nothing"}, r"tests.helpers has no function 'nothing'"),
+    ({"name": "inception_v3", "arch": "x"}, r"model.arch is for model=timm/torchvision"),
+    ({"name": "onnx", "path": "/nope/x.onnx"}, r"^model.path=/nope/x.onnx: no such file"),
+])
+def test_bad_models_are_one_line_before_any_work(bench_cfg, tmp_path, model, message):
+    with pytest.raises(ConfigError, match=message):
+        run(bench_cfg(model=model), quiet=True)
+    assert not (tmp_path / "results" / "records").exists()
+
+
+def test_a_factory_that_returns_no_module_and_a_fixed_batch_file_fail_their_job_in_one_line(bench_cfg, tmp_path):
+    rec = run(bench_cfg(model={"name": "module", "target": "tests.helpers:not_a_module"}), quiet=True)
+    assert rec.status == "FAILED" and "returned int, not a torch.nn.Module" in rec.error
+    import torch
+
+    path = tmp_path / "fixed.onnx"
+    torch.onnx.export(torch.nn.Conv2d(3, 4, 3), (torch.zeros(1, 3, 8, 8),), str(path), dynamo=False)
+    rec = run(bench_cfg(**{"model": {"name": "onnx", "path": str(path)}, "backend.name": "onnxruntime",
+                           "batch": 4}), quiet=True)
+    assert rec.status == "FAILED" and "has batch size 1 fixed in the file; run it with batch=1" in rec.error
+
+
+def test_a_missing_zoo_names_its_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "timm" else real(name, *a))
+    zoos.architectures.cache_clear()
+    try:
+        with pytest.raises(zoos.MissingZoo, match=r"^model=timm needs timm, which is not installed: "
+                                                   r"pip install -e '.\[timm\]'$"):
+            resolve(ModelConfig(name="timm", arch="resnet18"))
+    finally:
+        zoos.architectures.cache_clear()
+
+
+def test_forms_are_made_once_and_a_failure_is_said_again_not_retried():
+    model = Model(resolve(ModelConfig(name="timm", arch="deit_tiny_patch16_224", image_size=32)), 2)
+    assert model.take(["graph", "onnx"]) == "onnx"  # the IR refuses, the ONNX export is the next preference
+    first = model.onnx()
+    assert model.onnx() is first and set(model.seconds) == {"module", "onnx"}
+    with pytest.raises(FormError, match="ios_core's IR cannot import"):
+        model.graph()
+    assert "graph" not in model.seconds  # not retried
+    a, b = model.module(), model.module()
+    assert a is not b  # each backend moves and casts its own copy
+
+
+def test_the_float64_evaluation_of_an_onnx_model_matches_the_module_in_float64():
+    from harness.models import onnx_io
+    model = Model(resolve(ModelConfig(name="timm", arch="mobilenetv3_large_100", image_size=32)), 2)
+    x = model.input(0)
+    got = onnx_io.evaluate_float64(model.onnx(), x)
+    want = model.reference(x)
+    # float64 arithmetic on the file's float32 numbers (the exporter folds BatchNorm into float32 weights)
+    assert got.dtype == np.float64 and float(np.abs(got - want).max() / np.abs(want).max()) < 3e-5
+
+
+def test_onnxruntimes_float16_conversion_keeps_float32_io():
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto
+
+    from harness_plugins.onnxruntime.backend import to_float16
+    model = Model(resolve(ModelConfig(name="timm", arch="deit_tiny_patch16_224", image_size=32)), 1)
+    half = to_float16(model.onnx())
+    assert half.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert half.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    big = [t for t in half.graph.initializer if len(t.dims) == 2]
+    assert big and all(t.data_type == TensorProto.FLOAT16 for t in big)
+
+
+@pytest.mark.gpu
+def test_a_cuda_graph_keeps_the_modules_weights_alive(bench_cfg):
+    """The captured graph reads the module's weights: a module nothing else held was freed after capture and the
+    replays read freed memory (wrong outputs, illegal addresses: H200, 2026-11-26)."""
+    for layout in ("auto", "true", "false"):
+        rec = run(timm_cfg(bench_cfg, "mobilenetv2_100", 224, "pytorch", **{
+            "device.type": "cuda", "backend.mode": "cudagraph", "backend.channels_last": layout,
+            "precision": "fp16"}), quiet=True)
+        assert rec.status == "FINISHED", rec.error
+        assert rec.metrics["max_rel_error"] < 3e-2
