@@ -21,6 +21,7 @@ from .machine.clocks import ClockLock, load_nvml, nvml_index
 from .machine.leases import job_stats
 from .measure.isolation import Interrupted, Outcome, run_inline, run_isolated
 from .measure.protocol import measure
+from .models import MODEL_KEYS
 from .plugins import label_options, register_configs
 from .records import faults, sweeps
 from .records.record import Measurement, Record, Status
@@ -199,7 +200,7 @@ def _pct(key: str) -> float:
 
 #: overrides a run's name says already (model, label, batch, precision, device); each backend adds the
 #: options its label names (plugins.label_options)
-NAMED = ("model", "batch", "precision", "device", "device.type")
+NAMED = (*MODEL_KEYS, "batch", "precision", "device", "device.type")
 
 
 def variant_name(spec: RunSpec, label: str, sweep: dict[str, Any] | None) -> str:

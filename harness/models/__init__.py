@@ -5,7 +5,8 @@ form it is made for (``Backend.forms``); the float64 reference comes from the so
 
 from .errors import FormError
 from .model import FORMS, Model
-from .source import SOURCES, ModelSource, model_label, resolve
+from .source import MODEL_KEYS, SOURCES, ModelSource, model_label, resolve
 from .zoos import MissingZoo
 
-__all__ = ["FORMS", "SOURCES", "FormError", "MissingZoo", "Model", "ModelSource", "model_label", "resolve"]
+__all__ = ["FORMS", "MODEL_KEYS", "SOURCES", "FormError", "MissingZoo", "Model", "ModelSource", "model_label",
+           "resolve"]

@@ -21,6 +21,8 @@ from . import zoos
 
 #: sources that are not one of ios_core's zoo builders (``model=<source>``)
 SOURCES = ("timm", "torchvision", "onnx", "module")
+#: the model group's keys: the model's label names them (run names and report columns leave them out)
+MODEL_KEYS = ("model", "model.name", "model.arch", "model.path", "model.target", "model.image_size")
 #: the keys of the model group, and which source reads each (``name`` and ``params`` are read by all)
 SOURCE_KEY = {"timm": "arch", "torchvision": "arch", "onnx": "path", "module": "target"}
 
@@ -137,7 +139,7 @@ def _architecture(zoo: str, arch: str) -> str:
         raise ConfigError(f"model={zoo} needs the architecture: add model.arch=NAME (e.g. "
                           f"{'resnet50' if zoo == 'torchvision' else 'convnextv2_nano'})")
     names = zoos.architectures(zoo)  # MissingZoo (a UserError naming the extra) where the library is not installed
-    if arch.partition(".")[0] not in names:  # timm's pretrained tags (name.tag) pick a config, not weights
+    if not zoos.known(zoo, arch.partition(".")[0]):  # timm's pretrained tags (name.tag) pick a config, not weights
         close = [n for n in names if n.startswith(arch)][:5] or difflib.get_close_matches(arch, names, n=5, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise ConfigError(f"model.arch={arch}: {zoo} {zoos.version(zoo)} has no such model{hint} "

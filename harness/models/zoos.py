@@ -69,6 +69,12 @@ def architectures(zoo: str) -> tuple[str, ...]:
     return tuple(lib.models.list_models(module=lib.models))
 
 
+def known(zoo: str, arch: str) -> bool:
+    """An architecture the zoo builds: its listed names, and for timm also the deprecated names it still maps
+    (``adv_inception_v3``, in PyTorch's TIMM suite, is ``inception_v3.tf_adv_in1k`` since timm 0.9)."""
+    return arch in architectures(zoo) or (zoo == "timm" and bool(import_zoo("timm").is_model(arch)))
+
+
 def build(kind: str, ref: str, image_size: int, seed: int) -> tuple[Any, tuple[int, int, int]]:
     """The float32 CPU module in eval mode (seeded weights) and its input shape (C, H, W)."""
     import torch

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError
+from ..models import model_label
 from ..records import sweeps
 from ..records.tracking import Tracker, mlflow_available
 from .layouts import LAYOUTS
@@ -36,11 +37,12 @@ class Run:
         if name and kind in ("param", "tag"):
             return str(self.record.get(f"{kind}s", {}).get(name, "?"))
         if key == "model":
-            name = (self.record.get("config", {}).get("model", {}).get("name")
-                    or self.override("model") or "?")  # a job that never ran has only its overrides
-            params = self.record.get("config", {}).get("model", {}).get("params") or {}
-            size = params.get("image_size")
-            return f"{name}@{size}" if size else str(name)
+            model = self.record.get("config", {}).get("model")
+            if not model:  # a job that never ran has only its overrides
+                model = {k.removeprefix("model."): self.override(k) for k in
+                         ("model", "model.arch", "model.path", "model.target", "model.image_size") if self.override(k)}
+                model["name"] = model.pop("model", "?")
+            return model_label(model)
         node: Any = self.record.get("config", {})
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None

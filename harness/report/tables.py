@@ -14,6 +14,7 @@ from typing import Any
 
 from ios_core.cost.opprofile import from_csv
 
+from ..models import MODEL_KEYS
 from ..multirun.sweep_table import normal_baseline
 from ..plugins import label_options
 from ..stats import judge_speedup, quality_flags
@@ -108,7 +109,7 @@ def varying_keys(runs: list[Run]) -> list[str]:
 
 def variant(run: Run, runs: list[Run], layout: Layout) -> str:
     """A column's name: the run's label plus the options that tell it apart and the label does not name."""
-    skip = {*label_options(), "model", layout.rows, layout.cols, *per_keys(layout)}
+    skip = {*label_options(), *MODEL_KEYS, layout.rows, layout.cols, *per_keys(layout)}
     extra = [f"{k.rsplit('.', 1)[-1]}={run.value(k)}" for k in varying_keys(runs) if k not in skip]
     return " ".join([run.label, *extra])
 
