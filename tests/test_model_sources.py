@@ -44,6 +44,14 @@ def test_the_timm_suite_runs_on_pytorch_and_onnxruntime(bench_cfg, arch):
         assert rec.run_name.startswith(f"timm:{arch}@{SUITE[arch]} ")
 
 
+@pytest.mark.parametrize("arch", ["deit_tiny_patch16_224", "mobilenetv3_large_100"])
+def test_tvm_takes_the_onnx_export_of_a_timm_model(bench_cfg, arch):
+    pytest.importorskip("tvm")
+    rec = run(timm_cfg(bench_cfg, arch, 32, "tvm"), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4 and rec.params["model_form"] == "onnx"
+
+
 def test_a_model_the_ir_cannot_take_fails_its_job_in_one_line_naming_the_node(bench_cfg):
     rec = run(timm_cfg(bench_cfg, "deit_tiny_patch16_224", 32, "ios"), quiet=True)
     assert rec.status == "FAILED" and "\n" not in rec.error
@@ -79,6 +87,22 @@ def test_any_torchvision_export_runs_on_onnxruntime_against_onnxs_float64_evalua
     assert rec.params["reference"] == "onnx's reference evaluator on a float64 copy"  # the IR cannot import it
     rec = run(bench_cfg(**{"model": {"name": "onnx", "path": mobilenet_onnx}, "batch": 2}), quiet=True)
     assert rec.status == "FAILED" and "cannot take onnx:mobilenet_" in rec.error  # PyTorch runs the IR's module
+
+
+@pytest.mark.parametrize("arch,kwargs", [("efficientnet_b0", {}), ("shufflenet_v2_x0_5", {}),
+                                         ("regnet_x_400mf", {}), ("vit_b_16", {"image_size": 32})])
+def test_torchvision_classifiers_exported_by_torch_onnx_run_on_onnxruntime(bench_cfg, tmp_path, arch, kwargs):
+    pytest.importorskip("onnxruntime")
+    import torch
+
+    torch.manual_seed(0)
+    net = getattr(import_torchvision_models(), arch)(**kwargs).eval()
+    path = tmp_path / f"{arch}.onnx"
+    torch.onnx.export(net, (torch.randn(1, 3, 32, 32),), str(path), dynamo=True, verbose=False)
+    rec = run(bench_cfg(**{"model": {"name": "onnx", "path": str(path)}, "backend.name": "onnxruntime",
+                           "runner.check_samples": 1}), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["max_rel_error"] < 1e-4 and rec.run_name.startswith(f"onnx:{arch} ONNXRuntime")
 
 
 def test_a_users_module_factory_runs_as_given(bench_cfg):
