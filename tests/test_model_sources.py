@@ -206,3 +206,27 @@ def test_a_cuda_graph_keeps_the_modules_weights_alive(bench_cfg):
             "precision": "fp16"}), quiet=True)
         assert rec.status == "FINISHED", rec.error
         assert rec.metrics["max_rel_error"] < 3e-2
+
+
+def test_list_models_prints_a_zoos_names_by_pattern():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "harness", "--list-models", "timm", "deit_tiny*"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["deit_tiny_distilled_patch16_224", "deit_tiny_patch16_224"]
+
+
+def test_a_run_is_resolved_once_into_a_typed_spec_the_child_receives(bench_cfg):
+    import pickle
+
+    from harness.spec import resolve_run
+    from harness_plugins.pytorch.backend import PyTorchBackend
+    spec = resolve_run(bench_cfg(model={"name": "timm", "arch": "resnet18", "image_size": 32},
+                                 **{"backend.name": "pytorch", "device.type": "auto"}))
+    assert spec.backend is PyTorchBackend and spec.device == "cpu" and spec.model.label == "timm:resnet18@32"
+    again = pickle.loads(pickle.dumps(spec))  # what the measuring child receives
+    assert again.backend is PyTorchBackend and again.cfg.backend.mode.value == "eager"
+    assert again.config["model"] == {"name": "timm", "arch": "resnet18", "path": "", "target": "", "image_size": 32,
+                                     "params": {}}  # the record's plain config, derived from the typed one

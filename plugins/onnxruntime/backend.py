@@ -18,7 +18,7 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
     requires = ("onnxruntime",)
     extra = "onnx"
     forms = ("onnx",)
-    gpu_run = "H100 80GB HBM3, 2026-11-25 (CUDA provider)"
+    gpu_run = "H200, 2026-11-26 (CUDA provider, fp16 ONNX)"
     install = "pip install -e '.[onnx]'; CUDA: pip uninstall -y onnxruntime && pip install -e '.[onnxruntime-gpu]'"
 
     def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:

@@ -28,7 +28,7 @@ class PyTorchBackend(Backend[PyTorchConfig]):
     devices = ("cpu", "cuda")
     requires = ("torch",)
     extra = ""
-    gpu_run = "H100 80GB HBM3, 2026-11-25"
+    gpu_run = "H200, 2026-11-26 (timm modules: CUDA graph, compile)"
     label_options = ("mode", "compile_mode")
     forms = ("module",)
 
