@@ -14,8 +14,6 @@ from typing import Any
 
 from ios_core.errors import UserError
 
-#: the pip extra that installs each zoo's library
-EXTRA = {"timm": "timm", "torchvision": "timm"}
 #: how a user lists a zoo's names
 LISTING = {"timm": "python -m harness --list-models timm '*pattern*'",
            "torchvision": "python -m harness --list-models torchvision"}
