@@ -10,6 +10,7 @@ dataclass under ``backend/``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -50,6 +51,14 @@ def default_backend() -> str:
 
 class ConfigError(UserError, ValueError):
     """A config value is invalid; the message says which and what is allowed."""
+
+
+def check_readable(key: str, path: str | Path) -> None:
+    """A file the measuring child will read, checked before any work: ``key=path`` names it in the error."""
+    if not Path(path).is_file():
+        raise ConfigError(f"{key}={path}: no such file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{key}={path}: cannot be read (permissions)")
 
 
 class Precision(str, Enum):

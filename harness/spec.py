@@ -13,7 +13,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from .backend import Backend
-from .config import BenchConfig, ConfigError, default_backend, validate
+from .config import BenchConfig, ConfigError, check_readable, default_backend, validate
 from .machine.environment import resolve_device
 from .models import ModelSource, resolve
 from .plugins import get_backend
@@ -36,10 +36,6 @@ class RunSpec:
     @property
     def precision(self) -> str:
         return self.cfg.precision.value
-
-    @property
-    def results_dir(self) -> str:
-        return self.cfg.tracking.results_dir
 
     @cached_property
     def config(self) -> dict[str, Any]:
@@ -71,10 +67,7 @@ def resolve_run(cfg: Any) -> RunSpec:
     typed.tracking.results_dir = str(Path(typed.tracking.results_dir).resolve())
     check_results_dir(typed.tracking.results_dir)
     for key, path in _input_files(typed).items():  # files the child would read: checked here, before any work
-        if not Path(path).is_file():
-            raise ConfigError(f"{key}={path}: no such file")
-        if not os.access(path, os.R_OK):
-            raise ConfigError(f"{key}={path}: cannot be read (permissions)")
+        check_readable(key, path)
     source = resolve(typed.model)
     device = resolve_device(typed.device.type.value)  # device=cuda without a GPU: one line before any work
     return RunSpec(typed, source, backend, device)

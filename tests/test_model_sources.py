@@ -177,7 +177,7 @@ def test_the_float64_evaluation_of_an_onnx_model_matches_the_module_in_float64()
     from harness.models import onnx_io
     model = Model(resolve(ModelConfig(name="timm", arch="mobilenetv3_large_100", image_size=32)), 2)
     x = model.input(0)
-    got = onnx_io.evaluate_float64(model.onnx(), x)
+    got = onnx_io.float64_evaluator(model.onnx())(x)
     want = model.reference(x)
     # float64 arithmetic on the file's float32 numbers (the exporter folds BatchNorm into float32 weights)
     assert got.dtype == np.float64 and float(np.abs(got - want).max() / np.abs(want).max()) < 3e-5

@@ -39,7 +39,7 @@ class Model:
         self._made: dict[str, Any] = {}
         self._failed: dict[str, str] = {}
         self._shape: tuple[int, int, int] | None = None
-        self._double: Any = None
+        self._reference: tuple[str, Callable[[np.ndarray], np.ndarray]] | None = None
 
     @classmethod
     def from_graph(cls, graph: Graph, batch: int = 1) -> Model:
@@ -58,8 +58,8 @@ class Model:
 
     # -- the forms ---------------------------------------------------------------------------------
     def module(self) -> Any:
-        from_ir = self.source.kind in ("zoo", "onnx")  # the IR as a torch module
-        return copy.deepcopy(self._form("module", self._graph_module if from_ir else self._source_module))
+        make = self._source_module if self.source.is_module else self._graph_module  # else the IR as a module
+        return copy.deepcopy(self._form("module", make))
 
     def onnx(self) -> Any:
         return self._form("onnx", self._make_onnx)
@@ -118,23 +118,31 @@ class Model:
         return self._reference_fn()[0]
 
     def _reference_fn(self) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
-        if self.source.kind not in ("zoo", "onnx"):
-            return "the module in float64 (torch, CPU)", self._module_float64
+        """(what computes the reference, the function), made on first use and kept for the run."""
+        if self._reference is None:
+            self._reference = self._make_reference()
+        return self._reference
+
+    def _make_reference(self) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
+        if self.source.is_module:
+            return "the module in float64 (torch, CPU)", self._module_float64()
         try:
             graph = self.graph()
             return "ios_core's reference executor (float64)", lambda x: reference_forward(graph, x)
         except FormError:
-            if self.source.kind == "zoo":
+            if self.source.is_zoo:
                 raise
-        return "onnx's reference evaluator on a float64 copy", lambda x: onnx_io.evaluate_float64(self.onnx(), x)
+        return "onnx's reference evaluator on a float64 copy", onnx_io.float64_evaluator(self.onnx())
 
-    def _module_float64(self, x: np.ndarray) -> np.ndarray:
+    def _module_float64(self) -> Callable[[np.ndarray], np.ndarray]:
         import torch
 
-        if self._double is None:
-            self._double = copy.deepcopy(self._form("module", self._source_module)).double()
-        with torch.no_grad():
-            return self._double(torch.from_numpy(np.asarray(x, np.float64))).numpy()
+        double = copy.deepcopy(self._form("module", self._source_module)).double()
+
+        def forward(x: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return double(torch.from_numpy(np.asarray(x, np.float64))).numpy()
+        return forward
 
     # -- making them ---------------------------------------------------------------------------------
     def _form(self, kind: str, make: Callable[[], Any]) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,12 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def graph_inputs(model: Any) -> list[Any]:
+    """An ONNX model's real inputs (its graph inputs that are not initializers), as ``ValueInfoProto``."""
+    inits = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
 def load_file(path: str, batch: int) -> Any:
     """A user's ONNX file, checked, with one float input whose batch dimension is free or ``batch``."""
     import onnx
@@ -33,8 +40,7 @@ def load_file(path: str, batch: int) -> Any:
         onnx.checker.check_model(model)
     except Exception as exc:  # DecodeError, ValidationError, ...
         raise FormError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
-    inits = {t.name for t in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
+    inputs = graph_inputs(model)
     if len(inputs) != 1:
         raise FormError(f"{path}: the harness feeds one image input; this model has {len(inputs)} "
                         f"({', '.join(i.name for i in inputs)})")
@@ -49,8 +55,7 @@ def load_file(path: str, batch: int) -> Any:
 
 def input_shape(model: Any) -> tuple[int, int, int]:
     """(C, H, W) of an ONNX model's image input; a symbolic one is an error that says how to fix it."""
-    inits = {t.name for t in model.graph.initializer}
-    value = next(i for i in model.graph.input if i.name not in inits)
+    value = graph_inputs(model)[0]
     dims = value.type.tensor_type.shape.dim[1:]
     if not all(d.HasField("dim_value") and d.dim_value > 0 for d in dims):
         raise FormError(f"input {value.name!r} has symbolic sizes ({', '.join(d.dim_param or '?' for d in dims)}): "
@@ -123,15 +128,19 @@ def float64_copy(model: Any) -> Any:
     return m
 
 
-def evaluate_float64(model: Any, x: np.ndarray) -> np.ndarray:
-    """The model's first output for ``x``, computed in float64 by onnx's reference evaluator."""
+def float64_evaluator(model: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """``x -> the model's first output``, computed in float64 by onnx's reference evaluator on a float64 copy
+    (made once, for every call)."""
     from onnx.reference import ReferenceEvaluator
 
     m = float64_copy(model)
-    inits = {t.name for t in m.graph.initializer}
-    name = next(i.name for i in m.graph.input if i.name not in inits)
-    try:
-        out = ReferenceEvaluator(m).run(None, {name: np.asarray(x, np.float64)})[0]  # type: ignore[index]
-    except Exception as exc:
-        raise FormError(f"onnx's reference evaluator cannot run it in float64 ({_first_line(exc)})") from None
-    return np.asarray(out, np.float64)
+    name = graph_inputs(m)[0].name
+    evaluator = ReferenceEvaluator(m)
+
+    def evaluate(x: np.ndarray) -> np.ndarray:
+        try:
+            out = evaluator.run(None, {name: np.asarray(x, np.float64)})[0]  # type: ignore[index]
+        except Exception as exc:
+            raise FormError(f"onnx's reference evaluator cannot run it in float64 ({_first_line(exc)})") from None
+        return np.asarray(out, np.float64)
+    return evaluate

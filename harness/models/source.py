@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from ios_core.ir import GraphError
 from ios_core.models import MODELS, build_model, check_params
 
-from ..config import ConfigError, ModelConfig
+from ..config import ConfigError, ModelConfig, check_readable
 from . import zoos
 
 #: sources that are not one of ios_core's zoo builders (``model=<source>``)
@@ -56,6 +55,11 @@ class ModelSource:
     @property
     def is_zoo(self) -> bool:
         return self.kind == "zoo"
+
+    @property
+    def is_module(self) -> bool:
+        """A torch module is the source (timm, torchvision, a factory); zoo models and ONNX files have the IR."""
+        return self.kind not in ("zoo", "onnx")
 
 
 def model_label(model: dict[str, Any]) -> str:
@@ -126,12 +130,8 @@ def _zoo(cfg: ModelConfig, name: str, params: dict[str, Any]) -> ModelSource:
 def _onnx_file(path: str, key: str) -> str:
     if not path:
         raise ConfigError("model=onnx needs the file: add model.path=/abs/net.onnx")
-    p = Path(path).expanduser().resolve()
-    if not p.is_file():
-        raise ConfigError(f"{key}={path}: no such file")
-    if not os.access(p, os.R_OK):
-        raise ConfigError(f"{key}={path}: cannot be read (permissions)")
-    return str(p)
+    check_readable(key, Path(path).expanduser())
+    return str(Path(path).expanduser().resolve())
 
 
 def _architecture(zoo: str, arch: str) -> str:

@@ -133,9 +133,10 @@ def _factory(target: str, image_size: int) -> tuple[Any, tuple[int, int, int]]:
     if not isinstance(made, torch.nn.Module):
         raise UserError(f"model.target={target} returned {type(made).__name__}, not a torch.nn.Module")
     size = image_size or DEFAULT_SIZE
-    return FirstOutput(made), (3, size, size)
+    return _first_output_class()(made), (3, size, size)
 
 
+@cache
 def _first_output_class() -> type:
     import torch
 
@@ -152,10 +153,6 @@ def _first_output_class() -> type:
                 y = y[0]
             return y
     return FirstOutputModule
-
-
-def FirstOutput(module: Any) -> Any:  # noqa: N802 (a constructor)
-    return _first_output_class()(module)
 
 
 def calibrate(module: Any, shape: tuple[int, int, int], seed: int) -> None:

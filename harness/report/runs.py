@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError
-from ..models import model_label
+from ..models import MODEL_KEYS, model_label
 from ..records import sweeps
 from ..records.tracking import Tracker, mlflow_available
 from .layouts import LAYOUTS
@@ -39,9 +39,8 @@ class Run:
         if key == "model":
             model = self.record.get("config", {}).get("model")
             if not model:  # a job that never ran has only its overrides
-                model = {k.removeprefix("model."): self.override(k) for k in
-                         ("model", "model.arch", "model.path", "model.target", "model.image_size") if self.override(k)}
-                model["name"] = model.pop("model", "?")
+                model = {k.removeprefix("model."): self.override(k) for k in MODEL_KEYS if self.override(k)}
+                model["name"] = model.pop("model", model.get("name", "?"))
             return model_label(model)
         node: Any = self.record.get("config", {})
         for part in key.split("."):

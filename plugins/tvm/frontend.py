@@ -8,6 +8,7 @@ from typing import Any
 
 from harness.backend import BackendError, Model
 from harness.machine.leases import cores
+from harness.models.onnx_io import graph_inputs
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,7 @@ def to_relax(model: Model, batch: int, precision: str):
     if precision == "bf16":
         raise BackendError("the TVM backends run fp32, tf32 (as fp32) or fp16; precision=bf16 is not supported")
     onnx_model = model.onnx()
-    inits = {t.name for t in onnx_model.graph.initializer}
-    name = next(i.name for i in onnx_model.graph.input if i.name not in inits)
+    name = graph_inputs(onnx_model)[0].name
     try:
         mod = from_onnx(onnx_model, shape_dict={name: (batch, *model.input_shape)}, keep_params_in_input=False)
     except Exception as err:  # OpNotImplemented, or a frontend's assertion on an operator's form
