@@ -12,27 +12,38 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar, cast
 
 from ..ir import Graph, GraphError, Node, Placeholder, Sequential, Term
-from ..ir.nodes import Conv, Linear
+from ..ir.nodes import Op
 
 T = TypeVar("T")
 
 
-def weighted_nodes(nodes, require: bool = False) -> Iterator[Conv | Linear]:
-    """The conv and linear nodes among ``nodes``, Sequential compounds opened; with
-    ``require``, a node without weights is an error."""
+def weighted_nodes(nodes, require: bool = False) -> Iterator[Node]:
+    """The nodes among ``nodes`` that carry arrays (conv and linear weights, an operator's constants),
+    Sequential compounds opened; with ``require``, a node missing its first array is an error."""
     for node in nodes:
         for n in (node.nodes if isinstance(node, Sequential) else [node]):
-            if n.kind in ("conv", "linear"):
-                w = cast("Conv | Linear", n)  # the kinds of Conv and Linear
-                if require and w.weight is None:
-                    raise ValueError(f"node {w.name}: has no weights; call graph.init_weights(seed)")
-                yield w
+            arrays = n.weights()
+            if arrays:
+                if require and next(iter(arrays.values())) is None:
+                    raise ValueError(f"node {n.name}: has no weights; call graph.init_weights(seed)")
+                yield n
 
 
-def weight_params(graph: Graph, put: Callable[[Any], Any]) -> dict[str, tuple[Any, Any]]:
-    """``{name: (put(weight), put(bias) or None)}`` for every weighted node of ``graph``."""
-    return {n.name: (put(n.weight), None if n.bias is None else put(n.bias))
-            for n in weighted_nodes(graph.nodes(), require=True)}
+def has_weights(node: Node) -> bool:
+    """Whether a node's arrays are set (a merged conv's are not: the timer draws random ones)."""
+    arrays = list(node.weights().values())
+    return bool(arrays) and arrays[0] is not None
+
+
+def node_params(node: Node, put: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """``node``'s arrays in order (``(weight, bias)`` of a conv, an operator's constants), each through
+    ``put``; an absent bias stays None."""
+    return tuple(None if a is None else put(a) for a in node.weights().values())
+
+
+def weight_params(graph: Graph, put: Callable[[Any], Any]) -> dict[str, tuple[Any, ...]]:
+    """``{name: node_params(node, put)}`` for every weighted node of ``graph``."""
+    return {n.name: node_params(n, put) for n in weighted_nodes(graph.nodes(), require=True)}
 
 
 class UnsupportedNode(GraphError):
@@ -99,7 +110,20 @@ class Interpreter(Generic[T]):
         if node.kind == "element":
             values = self.term(env, node.inputs[0])
             return self.element(node, values)
+        if node.kind == "op":
+            operands = [vals[0] if len(vals) == 1 else self.add(vals)
+                        for vals in (self.term(env, t) for t in node.inputs)]
+            return self.visit_op(cast(Op, node), operands)
         return self.apply(node, self.gather(node, env))
+
+    def visit_op(self, node: Op, xs: list[T]) -> T:
+        """An operator of the registry on its input operands (``xs``; the constants are the target's)."""
+        raise UnsupportedNode(f"node {node.name}: operator {node.op!r} is not supported by {self.target} "
+                              f"(it takes {', '.join(sorted(self.supported_ops()))} only)")
+
+    def supported_ops(self) -> set[str]:
+        """The node kinds this target has a visit method for (for error messages)."""
+        return {name[6:] for name in dir(self) if name.startswith("visit_") and name != "visit_op"}
 
     def apply(self, node: Node, x: T) -> T:
         """Apply one node to its gathered input (also used for Sequential's inner nodes)."""

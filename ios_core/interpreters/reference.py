@@ -8,12 +8,26 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..ir import Graph
-from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
+from ..ir.nodes import Activation, Conv, Flatten, Linear, Op, Pool
+from ..ir.ops import apply_activation
 from .base import Interpreter
 from .pooling import avg_divisor, pool_pads
 
 
-def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride, padding, groups: int) -> np.ndarray:
+def dilate(w: np.ndarray, dilation) -> np.ndarray:
+    """A dilated kernel as the plain kernel it equals (zeros between the taps)."""
+    dh, dw = dilation
+    if (dh, dw) == (1, 1):
+        return w
+    o, cg, kh, kw = w.shape
+    out = np.zeros((o, cg, (kh - 1) * dh + 1, (kw - 1) * dw + 1), w.dtype)
+    out[:, :, ::dh, ::dw] = w
+    return out
+
+
+def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride, padding, groups: int,
+           dilation=(1, 1)) -> np.ndarray:
+    w = dilate(w, dilation)
     n, c, _, _ = x.shape
     o, cg, kh, kw = w.shape
     (sh, sw), (ph, pw) = stride, padding
@@ -38,13 +52,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride, padding, 
 
 
 def activation(x: np.ndarray, act: str) -> np.ndarray:
-    if act == "relu":
-        return np.maximum(x, 0.0)
-    if act == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-x))
-    if act == "tanh":
-        return np.tanh(x)
-    return x
+    return apply_activation("numpy", x, act)
 
 
 def pool2d(x: np.ndarray, node: Pool) -> np.ndarray:
@@ -90,7 +98,7 @@ class ReferenceExecutor(Interpreter[np.ndarray]):
         if node.weight is None:
             raise ValueError(f"node {node.name}: has no weights; call graph.init_weights(seed)")
         y = conv2d(x, node.weight.astype(np.float64), None if node.bias is None else node.bias.astype(np.float64),
-                   node.stride, node.padding, node.groups)
+                   node.stride, node.padding, node.groups, node.dilation)
         return activation(y, node.act)
 
     def visit_pool(self, node: Pool, x):
@@ -108,6 +116,10 @@ class ReferenceExecutor(Interpreter[np.ndarray]):
         if node.bias is not None:
             y = y + node.bias
         return y[:, :, None, None]
+
+    def visit_op(self, node: Op, xs):
+        consts = [np.asarray(c, np.float64) for c in node.consts]
+        return np.asarray(node.opdef.numpy(node.operands(xs, consts), node.params), np.float64)
 
 
 def reference_forward(graph: Graph, x: np.ndarray) -> np.ndarray:

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..ir import Graph, Node
-from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
+from ..ir.nodes import Activation, Conv, Flatten, Linear, Op, Pool
+from ..ir.ops import apply_activation
 from .base import Interpreter, weighted_nodes
 
 
@@ -33,19 +34,13 @@ def torch_pool(node: Pool, x):
 
 
 def torch_activation(x: torch.Tensor, act: str) -> torch.Tensor:
-    if act == "relu":
-        return F.relu(x)
-    if act == "sigmoid":
-        return torch.sigmoid(x)
-    if act == "tanh":
-        return torch.tanh(x)
-    return x
+    return apply_activation("torch", x, act)
 
 
 class WeightSource(Protocol):
     """Where :class:`TorchOps` reads a weighted node's (weight, bias) from."""
 
-    def params_of(self, node: Node) -> tuple[torch.Tensor, torch.Tensor | None]: ...
+    def params_of(self, node: Node) -> tuple[torch.Tensor | None, ...]: ...
 
 
 class TorchOps(Interpreter[torch.Tensor]):
@@ -65,7 +60,7 @@ class TorchOps(Interpreter[torch.Tensor]):
 
     def visit_conv(self, node: Conv, x):
         w, b = self.module.params_of(node)
-        y = F.conv2d(x, w, b, node.stride, node.padding, 1, node.groups)
+        y = F.conv2d(x, w, b, node.stride, node.padding, node.dilation, node.groups)
         return torch_activation(y, node.act)
 
     def visit_pool(self, node: Pool, x):
@@ -81,6 +76,9 @@ class TorchOps(Interpreter[torch.Tensor]):
         w, b = self.module.params_of(node)
         return F.linear(x.reshape(x.shape[0], -1), w, b)[:, :, None, None]
 
+    def visit_op(self, node: Op, xs):
+        return node.opdef.torch(node.operands(xs, list(self.module.params_of(node))), node.params)
+
 
 class GraphModule(nn.Module):
     """``nn.Module`` whose forward interprets the graph with torch ops.
@@ -91,20 +89,18 @@ class GraphModule(nn.Module):
     def __init__(self, graph: Graph):
         super().__init__()
         self.graph = graph
-        self._names: dict[str, str] = {}
+        self._names: dict[str, list[str]] = {}
         for node in weighted_nodes(graph.nodes(), require=True):
-            key = _safe(node.name)
-            self._names[node.name] = key
-            self.register_parameter(key + "_w", nn.Parameter(torch.from_numpy(np.array(node.weight)),
-                                                             requires_grad=False))
-            bias = None if node.bias is None else nn.Parameter(torch.from_numpy(np.array(node.bias)),
-                                                               requires_grad=False)
-            self.register_parameter(key + "_b", bias)
+            keys = self._names[node.name] = []
+            for wkey, array in node.weights().items():
+                key = f"{_safe(node.name)}_{wkey}"
+                keys.append(key)
+                self.register_parameter(key, None if array is None else nn.Parameter(
+                    torch.from_numpy(np.array(array, np.float32)), requires_grad=False))
         self.ops = TorchOps(graph, self)
 
-    def params_of(self, node: Node) -> tuple[torch.Tensor, torch.Tensor | None]:
-        key = self._names[node.name]
-        return getattr(self, key + "_w"), getattr(self, key + "_b")
+    def params_of(self, node: Node) -> tuple[torch.Tensor | None, ...]:
+        return tuple(getattr(self, key) for key in self._names[node.name])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.ops.run(x)

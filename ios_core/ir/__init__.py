@@ -14,6 +14,7 @@ from .nodes import (
                     Identity,
                     Linear,
                     Node,
+                    Op,
                     Placeholder,
                     Pool,
                     Sequential,
@@ -23,5 +24,5 @@ from .nodes import (
 )
 
 __all__ = ["ACTIVATIONS", "NODE_KINDS", "POOL_TYPES", "Activation", "Block", "Conv", "Element", "Flatten",
-           "Graph", "GraphBuilder", "GraphError", "Identity", "Linear", "Node", "Placeholder", "Pool",
+           "Graph", "GraphBuilder", "GraphError", "Identity", "Linear", "Node", "Op", "Placeholder", "Pool",
            "Sequential", "Shape", "Term", "Value", "format_node", "term_shape"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from .graph import Block, Graph, term_shape
+from .graph import Block, Graph
 from .nodes import Activation, Conv, Element, Identity, Node, Placeholder, Pool, Sequential, Shape, Term, Value
 
 Inputs = Sequence[Sequence[Value]]
@@ -67,7 +67,7 @@ class GraphBuilder:
     def add(self, node: Node) -> Value:
         if self._block is None:
             self.block()
-        node.output_shape = node.infer(term_shape(node, self.shapes))
+        node.output_shape = node.infer_from(self.shapes)[1]
         self.shapes[node.name] = node.output_shape
         self._block.nodes.append(node)  # type: ignore[union-attr]
         if self._parts is not None:

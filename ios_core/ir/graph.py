@@ -33,7 +33,8 @@ class Block:
 
 
 def term_shape(node: Node, shapes: dict[str, Shape]) -> Shape:
-    """Shape of a node's input expression, checking the term/value rules."""
+    """Shape of a node's input expression, checking the term/value rules: every value has the same
+    shape past its first (channel) axis, the terms are concatenated on that axis."""
     if not node.inputs or any(not t for t in node.inputs):
         raise GraphError(f"node {node.name}: has an empty input term")
     channels, hw = 0, None
@@ -43,7 +44,7 @@ def term_shape(node: Node, shapes: dict[str, Shape]) -> Shape:
             if v.node not in shapes:
                 raise GraphError(f"node {node.name}: input {v.node!r} is not defined before it "
                                  f"(dangling input or cycle)")
-            pc, ph, pw = shapes[v.node]
+            pc, rest = shapes[v.node][0], tuple(shapes[v.node][1:])
             if not 0 <= v.begin < v.end <= pc:
                 raise GraphError(f"node {node.name}: slice [{v.begin}:{v.end}) of {v.node!r} is out "
                                  f"of range (it has {pc} channels)")
@@ -53,12 +54,13 @@ def term_shape(node: Node, shapes: dict[str, Shape]) -> Shape:
                 raise GraphError(f"node {node.name}: term {ti} sums values with different channel "
                                  f"counts ({tc} vs {v.channels} from {v.node!r})")
             if hw is None:
-                hw = (ph, pw)
-            elif (ph, pw) != hw:
-                raise GraphError(f"node {node.name}: input {v.node!r} is {ph}x{pw} but other inputs "
-                                 f"are {hw[0]}x{hw[1]}")
+                hw = rest
+            elif rest != hw:
+                raise GraphError(f"node {node.name}: input {v.node!r} is {'x'.join(map(str, rest))} but other "
+                                 f"inputs are {'x'.join(map(str, hw))}")
         channels += tc or 0
-    return (channels, hw[0], hw[1])  # type: ignore[index]
+    assert hw is not None
+    return (channels, *hw)
 
 
 class Graph:
@@ -128,8 +130,7 @@ class Graph:
                         if v.node in index and v.node not in visible:
                             raise GraphError(f"node {n.name}: reads {v.node!r} from another block "
                                              f"(a block may read only its enter node and its own nodes)")
-                in_shapes[n.name] = term_shape(n, shapes)
-                n.output_shape = n.infer(in_shapes[n.name])
+                in_shapes[n.name], n.output_shape = n.infer_from(shapes)
                 shapes[n.name] = n.output_shape
                 index[n.name] = n
                 visible.add(n.name)
@@ -190,8 +191,8 @@ class Graph:
             if isinstance(n, Placeholder):
                 continue
             total += n.macs(self.input_shape_of(n))
-            hw = n.output_shape[1] * n.output_shape[2]  # type: ignore[index]
-            total += sum((len(t) - 1) * t[0].channels * hw for t in n.inputs)
+            rest = int(np.prod(n.output_shape[1:]))  # type: ignore[index]
+            total += sum((len(t) - 1) * t[0].channels * rest for t in n.inputs)
         return total
 
     def flops(self) -> int:
@@ -199,7 +200,8 @@ class Graph:
 
     def node_bytes(self, node: Node, itemsize: int = 4) -> int:
         """Bytes moved by one node per sample: inputs read, output written, weights."""
-        read = sum(v.channels for t in node.inputs for v in t) * int(np.prod(self.input_shape_of(node)[1:]))
+        shapes = {v.node: self._index[v.node].output_shape for t in node.inputs for v in t}
+        read = sum(v.channels * int(np.prod(shapes[v.node][1:])) for t in node.inputs for v in t)  # type: ignore
         assert node.output_shape is not None
         out = int(np.prod(node.output_shape))
         inner = node.nodes if isinstance(node, Sequential) else [node]
@@ -235,7 +237,7 @@ class Graph:
         with np.load(path) as data:
             for key in data.files:
                 name, attr = key.rsplit("/", 1)
-                setattr(self.node(name), attr, data[key].astype(np.float32))
+                self.node(name).set_weight(attr, data[key].astype(np.float32))
 
     # -- hashing, JSON, printing ---------------------------------------------------
     def structure(self) -> dict[str, Any]:
@@ -341,7 +343,7 @@ def node_from_dict(d: dict[str, Any]) -> Node:
         shape = d.pop("shape", shape)
     if cls is Sequential:
         d["nodes"] = [node_from_dict(x) for x in d["nodes"]]
-    for key in ("kernel", "stride", "padding"):
+    for key in ("kernel", "stride", "padding", "dilation"):
         if key in d:
             d[key] = tuple(d[key])
     node = cls(**d)

@@ -3,7 +3,10 @@
 A node's input is a list of *terms*; the values inside one term are summed
 (multiplied for ``Element(op="mul")``), the terms are concatenated on the channel
 axis, and a :class:`Value` is a channel slice ``[begin, end)`` of a producer's
-output. Shapes are per-sample ``(C, H, W)``; the batch is implicit.
+output. Shapes are per sample, the batch implicit: ``(C, H, W)`` for feature maps, any rank
+for the tensors of :class:`Op` nodes (``(tokens, features)`` in a transformer); the "channel"
+axis is the first per-sample axis. An :class:`Op` reads each term as one operand of an
+operator of :mod:`.ops` (the registry), terms not concatenated.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from ..errors import UserError
+from . import ops as registry
 
-Shape = tuple[int, int, int]
+Shape = tuple[int, ...]
 Pair = tuple[int, int]
 
-ACTIVATIONS = ("relu", "sigmoid", "tanh", "identity")
+ACTIVATIONS = registry.ACTIVATIONS
 POOL_TYPES = ("max", "avg", "global_max", "global_avg")
 ELEMENT_OPS = ("add", "mul")
 
@@ -74,9 +78,22 @@ class Node:
         """Structural parameters (no name, inputs or weights): JSON and hash content."""
         return {}
 
+    #: the terms are concatenated into one input (False: each term is one operand, see :class:`Op`)
+    concat_terms: ClassVar[bool] = True
+
     def infer(self, in_shape: Shape) -> Shape:
         """Output shape from the (summed, concatenated) input shape."""
         return in_shape
+
+    def infer_from(self, shapes: dict[str, Shape]) -> tuple[Shape, Shape]:
+        """(input shape, output shape) from the producers' output shapes."""
+        from .graph import term_shape
+
+        in_shape = term_shape(self, shapes)
+        return in_shape, self.infer(in_shape)
+
+    def set_weight(self, key: str, array: np.ndarray) -> None:
+        setattr(self, key, array)
 
     def macs(self, in_shape: Shape) -> int:
         """Multiply-accumulates per sample (IOS counts 1 per output for cheap ops)."""
@@ -132,23 +149,34 @@ class Conv(Node):
     padding: Pair = (0, 0)
     groups: int = 1
     act: str = "relu"
+    dilation: Pair = (1, 1)
     weight: np.ndarray | None = None
     bias: np.ndarray | None = None
     kind: ClassVar[str] = "conv"
     display: ClassVar[str] = "Conv2d"
 
     def __post_init__(self) -> None:
-        self.kernel, self.stride, self.padding = (
-            _pair(self.kernel), _pair(self.stride), _pair(self.padding))
+        self.kernel, self.stride, self.padding, self.dilation = (
+            _pair(self.kernel), _pair(self.stride), _pair(self.padding), _pair(self.dilation))
         if self.act not in ACTIVATIONS:
             raise GraphError(f"node {self.name}: activation {self.act!r} is not one of {ACTIVATIONS}")
 
     def attrs(self) -> dict[str, Any]:
-        return {"out_channels": self.out_channels, "kernel": list(self.kernel),
-                "stride": list(self.stride), "padding": list(self.padding),
-                "groups": self.groups, "act": self.act}
+        out = {"out_channels": self.out_channels, "kernel": list(self.kernel),
+               "stride": list(self.stride), "padding": list(self.padding),
+               "groups": self.groups, "act": self.act}
+        if self.dilation != (1, 1):  # only then: the hashes of undilated graphs stay what they were
+            out["dilation"] = list(self.dilation)
+        return out
+
+    @property
+    def span(self) -> Pair:
+        """The dilated kernel's extent."""
+        return ((self.kernel[0] - 1) * self.dilation[0] + 1, (self.kernel[1] - 1) * self.dilation[1] + 1)
 
     def infer(self, in_shape: Shape) -> Shape:
+        if len(in_shape) != 3:
+            raise GraphError(f"node {self.name}: a 2-D convolution needs a (C, H, W) input, not {in_shape}")
         c, h, w = in_shape
         if c % self.groups or self.out_channels % self.groups:
             raise GraphError(f"node {self.name}: {c} input and {self.out_channels} output channels "
@@ -156,8 +184,9 @@ class Conv(Node):
         if self.weight is not None and self.weight.shape[1] * self.groups != c:
             raise GraphError(f"node {self.name}: weight expects {self.weight.shape[1] * self.groups} "
                              f"input channels but the input has {c}")
-        oh = (h + 2 * self.padding[0] - self.kernel[0]) // self.stride[0] + 1
-        ow = (w + 2 * self.padding[1] - self.kernel[1]) // self.stride[1] + 1
+        kh, kw = self.span
+        oh = (h + 2 * self.padding[0] - kh) // self.stride[0] + 1
+        ow = (w + 2 * self.padding[1] - kw) // self.stride[1] + 1
         if oh <= 0 or ow <= 0:
             raise GraphError(f"node {self.name}: input {h}x{w} is too small for kernel {self.kernel}")
         return (self.out_channels, oh, ow)
@@ -221,6 +250,8 @@ class Pool(Node):
         return out
 
     def infer(self, in_shape: Shape) -> Shape:
+        if len(in_shape) != 3:
+            raise GraphError(f"node {self.name}: pooling needs a (C, H, W) input, not {in_shape}")
         c, h, w = in_shape
         if self.is_global:
             return (c, 1, 1)
@@ -334,6 +365,110 @@ class Linear(Node):
         self.bias = _small_bias(rng, self.out_features)
 
 
+def operand_shape(node: Node, term_index: int, shapes: dict[str, Shape]) -> Shape:
+    """Shape of one term read as an operand: its values summed (equal shapes)."""
+    term = node.inputs[term_index]
+    if not term:
+        raise GraphError(f"node {node.name}: has an empty input term")
+    out = None
+    for v in term:
+        if v.node not in shapes:
+            raise GraphError(f"node {node.name}: input {v.node!r} is not defined before it (dangling input or cycle)")
+        full = shapes[v.node]
+        if not 0 <= v.begin < v.end <= full[0]:
+            raise GraphError(f"node {node.name}: slice [{v.begin}:{v.end}) of {v.node!r} is out of range "
+                             f"(it has {full[0]} channels)")
+        shape = (v.channels, *full[1:])
+        if out is not None and shape != out:
+            raise GraphError(f"node {node.name}: operand {term_index} sums values of shapes {out} and {shape}")
+        out = shape
+    assert out is not None
+    return out
+
+
+@dataclass(kw_only=True, eq=False)
+class Op(Node):
+    """One operator of the registry (:mod:`ios_core.ir.ops`). ``args`` orders its operands: ``"x<i>"`` is input
+    term i (its values summed), ``"k<j>"`` constant j (``consts``, float arrays without a batch axis that
+    broadcast from the right). ``params`` are the operator's attributes (per-sample axes)."""
+
+    op: str
+    params: dict[str, Any] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+    consts: list[np.ndarray | None] = field(default_factory=list)
+    const_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    operand_shapes: list[Shape] = field(default_factory=list)
+    kind: ClassVar[str] = "op"
+    concat_terms: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.op not in registry.OPS:
+            raise GraphError(f"node {self.name}: operator {self.op!r} is not in ios_core's registry")
+        if not self.args:
+            self.args = tuple(f"x{i}" for i in range(len(self.inputs)))
+        self.args = tuple(self.args)
+        if not self.const_shapes:
+            self.const_shapes = [tuple(c.shape) for c in self.consts if c is not None]
+        self.const_shapes = [tuple(s) for s in self.const_shapes]
+        if not self.consts:
+            self.consts = [None] * len(self.const_shapes)
+
+    @property
+    def opdef(self) -> registry.OpDef:
+        return registry.OPS[self.op]
+
+    def attrs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.op, "params": self.params}
+        if self.args != tuple(f"x{i}" for i in range(len(self.inputs))):
+            out["args"] = list(self.args)
+        if self.const_shapes:
+            out["const_shapes"] = [list(s) for s in self.const_shapes]
+        return out
+
+    def operands(self, xs: list, consts: list) -> list:
+        """The operator's operands in order, from the input terms' values ``xs`` and the constants."""
+        return [xs[int(a[1:])] if a[0] == "x" else consts[int(a[1:])] for a in self.args]
+
+    def infer_from(self, shapes: dict[str, Shape]) -> tuple[Shape, Shape]:
+        if not self.inputs:
+            raise GraphError(f"node {self.name}: an operator node needs at least one input")
+        self.operand_shapes = [operand_shape(self, i, shapes) for i in range(len(self.inputs))]
+        ranks = {len(s) for s in self.operand_shapes}
+        if len(ranks) > 1 and self.opdef.arity != 1:
+            raise GraphError(f"node {self.name}: {self.op} operands {self.operand_shapes} differ in rank "
+                             f"(the batch axes would not line up)")
+        shapes_in = self.operands(self.operand_shapes, self.const_shapes)
+        for s in self.const_shapes:
+            if len(s) > max(ranks):
+                raise GraphError(f"node {self.name}: constant of shape {s} has more axes than the operands")
+        try:
+            out = tuple(int(d) for d in self.opdef.infer(shapes_in, self.params))
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise GraphError(f"node {self.name}: {self.op}: {exc}") from None
+        if not out or min(out) <= 0:
+            raise GraphError(f"node {self.name}: {self.op} gives an empty tensor {out}")
+        return self.operand_shapes[0], out
+
+    def macs(self, in_shape: Shape) -> int:
+        assert self.output_shape is not None
+        return self.opdef.cost(self.operands(self.operand_shapes, self.const_shapes), self.output_shape, self.params)
+
+    def weights(self) -> dict[str, np.ndarray | None]:
+        return {f"k{i}": c for i, c in enumerate(self.consts)}
+
+    def set_weight(self, key: str, array: np.ndarray) -> None:
+        self.consts[int(key[1:])] = array
+
+    def init_weights(self, rng: np.random.Generator, in_shape: Shape) -> None:
+        """Constants are part of what the op computes (an imported model's): only missing ones (a graph read
+        from JSON without its weights) are drawn."""
+        self.consts = [c if c is not None else rng.uniform(0.5, 1.5, size=s).astype(np.float32)
+                       for c, s in zip(self.consts, self.const_shapes)]
+
+    def label(self) -> str:
+        return self.op.replace("_", " ").title().replace(" ", "")
+
+
 @dataclass(kw_only=True, eq=False)
 class Sequential(Node):
     """A compound run back to back as one schedule unit. ``nodes[0]`` reads the
@@ -373,5 +508,5 @@ class Sequential(Node):
 
 NODE_KINDS: dict[str, type[Node]] = {
     cls.kind: cls for cls in (Placeholder, Conv, Pool, Identity, Element, Activation,
-                              Flatten, Linear, Sequential)
+                              Flatten, Linear, Op, Sequential)
 }

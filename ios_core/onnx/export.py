@@ -8,12 +8,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..interpreters.base import Interpreter
+from ..interpreters.base import Interpreter, UnsupportedNode
 from ..ir import Graph
-from ..ir.nodes import Activation, Conv, Flatten, Linear, Pool
+from ..ir.nodes import Activation, Conv, Flatten, Linear, Op, Pool
+from ..ir.ops import OPS
 
 OPSET = 17
-_ACT_OPS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "identity": "Identity"}
 
 
 class OnnxExporter(Interpreter[str]):
@@ -59,7 +59,7 @@ class OnnxExporter(Interpreter[str]):
 
     # node kinds
     def _act(self, x: str, act: str, hint: str) -> str:
-        return x if act == "identity" else self.emit(_ACT_OPS[act], [x], f"{hint}_{act}")
+        return x if act == "identity" else OPS[act].to_onnx(self, [x], {})
 
     def visit_conv(self, node: Conv, x):
         assert node.weight is not None, f"node {node.name}: has no weights"
@@ -67,7 +67,8 @@ class OnnxExporter(Interpreter[str]):
         b = self.const(f"{node.name}_b", node.bias if node.bias is not None else np.zeros(node.out_channels,
                                                                                           np.float32))
         y = self.emit("Conv", [x, w, b], f"conv{node.name}", kernel_shape=list(node.kernel),
-                      strides=list(node.stride), pads=[*node.padding, *node.padding], group=node.groups)
+                      strides=list(node.stride), pads=[*node.padding, *node.padding], group=node.groups,
+                      dilations=list(node.dilation))
         return self._act(y, node.act, f"conv{node.name}")
 
     def visit_pool(self, node: Pool, x):
@@ -82,7 +83,14 @@ class OnnxExporter(Interpreter[str]):
         return self.emit("MaxPool", [x], f"pool{node.name}", **attrs)
 
     def visit_activation(self, node: Activation, x):
-        return self.emit(_ACT_OPS[node.act], [x], f"act{node.name}")
+        return self._act(x, node.act, f"act{node.name}")
+
+    def visit_op(self, node: Op, xs):
+        consts = [self.const(f"{node.name}_k{i}", c) for i, c in enumerate(node.consts)]
+        try:
+            return node.opdef.to_onnx(self, node.operands(xs, consts), node.params)
+        except ValueError as exc:
+            raise UnsupportedNode(f"node {node.name}: {exc}; it cannot be exported to ONNX") from None
 
     def _to4d(self, x: str, hint: str) -> str:
         return self.emit("Reshape", [x, self.const("shape", np.array([0, -1, 1, 1], np.int64))], hint)
@@ -103,11 +111,10 @@ class OnnxExporter(Interpreter[str]):
         c, h, w = self.graph.input_shape
         out = self.run("input")
         self.nodes.append(helper.make_node("Identity", [out], ["output"], name="output"))
-        oc, oh, ow = self.graph.output_shape
         g = helper.make_graph(
             self.nodes, self.graph.name,
             [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", c, h, w])],
-            [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", oc, oh, ow])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", *self.graph.output_shape])],
             self.inits)
         model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)],
                                   producer_name="ios_core")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..interpreters.base import weighted_nodes
+from ..interpreters.base import has_weights, node_params, weighted_nodes
 from ..ir import Graph, Node
 from ..schedule.merge import rewrite_stages
 from ..schedule.schedule import Stage
@@ -45,9 +45,8 @@ class PartTimer:
         for i, x in enumerate(weighted_nodes([node])):
             k = f"{key}#{i}"
             if k not in self.weights:
-                t = self.target.tensor
-                assert x.weight is not None, f"node {x.name}: has no weights"
-                self.weights[k] = (t(x.weight), None if x.bias is None else t(x.bias))
+                assert has_weights(x), f"node {x.name}: has no weights"
+                self.weights[k] = node_params(x, self.target.tensor)
             out[x.name] = self.weights[k]
         return out
 

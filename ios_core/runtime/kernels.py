@@ -40,7 +40,7 @@ POOL_IMPLS = ("aten", "triton")
 
 def gemm_ok(node: Conv, x: torch.Tensor) -> bool:
     """A 1x1 conv on an NHWC tensor whose (N*H*W, C) view needs no copy."""
-    if node.kernel != (1, 1) or node.stride != (1, 1) or node.padding != (0, 0) or node.groups != 1:
+    if node.kernel != (1, 1) or node.stride != (1, 1) or node.padding != (0, 0) or node.groups != 1:  # dilation moot
         return False
     if x.dim() != 4 or x.stride(1) != 1:  # channels innermost: channels_last memory (or a slice of it)
         return False
@@ -58,8 +58,9 @@ def conv_gemm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch
 
 
 def signature(node: Conv, x: torch.Tensor) -> tuple:
+    dilated = (node.dilation,) if node.dilation != (1, 1) else ()  # the keys of undilated convs unchanged
     return (tuple(x.shape), tuple(x.stride()), node.out_channels, node.kernel, node.stride, node.padding,
-            node.groups, node.act, x.dtype)
+            node.groups, node.act, x.dtype, *dilated)
 
 
 def dense(x: torch.Tensor) -> bool:

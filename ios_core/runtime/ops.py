@@ -14,7 +14,7 @@ from ..ir import Graph, Node
 from ..ir.nodes import Conv, Linear, Pool, Sequential
 from .kernels import KernelTable, conv_gemm
 
-Params = dict[str, tuple[torch.Tensor, torch.Tensor | None]]
+Params = dict[str, tuple[torch.Tensor | None, ...]]  # a node's arrays, see interpreters.base.node_params
 
 
 class RuntimeOps(TorchOps):
@@ -29,7 +29,7 @@ class RuntimeOps(TorchOps):
         self.kernels = kernels
         self.module = self  # TorchOps reads weights through module.params_of
 
-    def params_of(self, node: Node) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def params_of(self, node: Node) -> tuple[torch.Tensor | None, ...]:
         return self.params[node.name]
 
     def channels(self, name: str) -> int:
@@ -46,7 +46,7 @@ class RuntimeOps(TorchOps):
             y = conv_gemm(x, w, b)
             return torch_activation(y, node.act)
         if self.fuse and node.act == "relu" and x.is_cuda:
-            return torch.cudnn_convolution_relu(x, w, b, node.stride, node.padding, (1, 1), node.groups)
+            return torch.cudnn_convolution_relu(x, w, b, node.stride, node.padding, node.dilation, node.groups)
         return super().visit_conv(node, x)
 
     def visit_pool(self, node: Pool, x):

@@ -26,7 +26,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from ..interpreters.base import weighted_nodes
+from ..interpreters.base import has_weights, node_params, weighted_nodes
 from ..ir import Graph, Node
 from .kernels import KernelTable
 from .ops import Params, RuntimeOps, random_params
@@ -158,7 +158,7 @@ class StageTimer:
         self.captured = captured and self.cuda
         self.timing = TimingConfig(warmup, number, repeat, cold and self.cuda, guard)
         self.fuse = fuse and self.cuda
-        self.params: dict[str, list[tuple[torch.Tensor, torch.Tensor | None]]] = {}
+        self.params: dict[str, list[tuple[torch.Tensor | None, ...]]] = {}
         self.inputs: dict[tuple, torch.Tensor] = {}
         self.rng = np.random.default_rng(0)
 
@@ -168,9 +168,8 @@ class StageTimer:
         inner = list(weighted_nodes([node]))
         if key not in self.params:
             tensor = self.target.tensor
-            if all(x.weight is not None for x in inner):
-                self.params[key] = [(tensor(cast(np.ndarray, x.weight)), None if x.bias is None else tensor(x.bias))
-                                    for x in inner]  # every weight checked above
+            if all(has_weights(x) for x in inner):
+                self.params[key] = [node_params(x, tensor) for x in inner]
             else:  # a merged conv reads what its first conv reads, so the graph knows its input shape
                 rp = random_params(node, graph.input_shape_of(node), tensor, self.rng)
                 self.params[key] = [rp[x.name] for x in inner]
