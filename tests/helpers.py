@@ -57,5 +57,20 @@ def tiny_net():
     return net
 
 
+def cumsum_net():
+    """A module whose ONNX export has an operator ios_core's IR does not know (CumSum)."""
+    import torch
+    from torch import nn
+
+    class Cumulative(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            return self.conv(x).cumsum(dim=3)
+    return Cumulative()
+
+
 def not_a_module():
     return 42

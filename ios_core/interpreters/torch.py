@@ -100,7 +100,7 @@ class GraphModule(nn.Module):
         self.ops = TorchOps(graph, self)
 
     def params_of(self, node: Node) -> tuple[torch.Tensor | None, ...]:
-        return tuple(getattr(self, key) for key in self._names[node.name])
+        return tuple(getattr(self, key) for key in self._names.get(node.name, ()))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.ops.run(x)

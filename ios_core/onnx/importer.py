@@ -101,7 +101,7 @@ class _Importer:
         """A registry operator; ``merged``: the output keeps the input's merged batch (ONNX axis 0 = B x IR axis 0)."""
         terms = [[self.materialize(e)] for e in inputs]
         node = Op(name=self.new_name(), inputs=terms, op=name, params=params or {}, args=args,
-                  consts=[np.asarray(c, np.float32) for c in consts or []])
+                  consts=[np.array(c, np.float32) for c in consts or []])  # writable copies
         node = self.add(n, node, out, full)
         if full is None and merged:
             shape = cast(Shape, node.output_shape)

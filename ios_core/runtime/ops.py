@@ -30,7 +30,7 @@ class RuntimeOps(TorchOps):
         self.module = self  # TorchOps reads weights through module.params_of
 
     def params_of(self, node: Node) -> tuple[torch.Tensor | None, ...]:
-        return self.params[node.name]
+        return self.params.get(node.name, ())  # an operator without constants has none
 
     def channels(self, name: str) -> int:
         return self._channels[name]
