@@ -5,6 +5,8 @@
 #   calls (carry .whl_ort_N, N=0..3):   bash bench/ort_wheel.sh stage N
 #   call (carry .whl_ort_4, .whl):      OUT=dir bash bench/gpu_timm_suite.sh ort cudagraph
 #   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh compile-a   (then compile-b)
+#   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh ios-a       (then ios-b, paper:
+#                                       IOS on the suite (issue 38) and on the paper's four networks)
 # Each part is one sweep per backend; the records stay in $OUT/results.tgz and one line per run goes to
 # $OUT/suite.md (model, variant, latency, error against the float64 module).
 set -uo pipefail
@@ -45,6 +47,11 @@ for part in "$@"; do
                  backend.compile_mode=reduce-overhead ;;
     compile-b) sweep compile-b "${MODELS[@]:9}" -- backend=pytorch backend.mode=compile \
                  backend.compile_mode=reduce-overhead ;;
+    ios-a) sweep ios-a "${MODELS[@]:0:9}" -- backend=ios ;;
+    ios-b) sweep ios-b "${MODELS[@]:9}" -- backend=ios ;;
+    paper) timeout "${SWEEP_S:-540}" python3 -m harness -m model=inception_v3,nasnet,randwire,squeezenet batch=1 \
+             precision=fp16 device=cuda tracking=off tracking.results_dir="$RD" runner.max_time_s=3 \
+             runner.min_time_s=1 backend=ios > "$OUT/paper.log" 2>&1; echo "paper: rc=$?" >> "$OUT/times.txt" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done

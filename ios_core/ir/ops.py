@@ -14,6 +14,7 @@ broadcasts from the right (its rank is at most the per-sample rank).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -304,12 +305,21 @@ def _np_gather(xs, p):
     return np.take(xs[0], np.asarray(p["index"]), axis=p["axis"] + 1)
 
 
+@functools.lru_cache(maxsize=256)
+def _index_tensor(flat: tuple[int, ...], device: Any) -> Any:
+    """Gather indices on the device, made once (outside CUDA-graph capture: the first call is eager)."""
+    return _torch().tensor(flat, dtype=_torch().long, device=device)
+
+
 def _torch_gather(xs, p):
     idx = p["index"]
     if isinstance(idx, int):
         return xs[0].select(p["axis"] + 1, idx)
-    t = _torch().tensor(np.asarray(idx).reshape(-1), device=xs[0].device)
-    out = xs[0].index_select(p["axis"] + 1, t)
+    flat = tuple(int(i) for i in np.asarray(idx).reshape(-1))
+    if flat == tuple(range(flat[0], flat[0] + len(flat))):  # a contiguous run: a view, no kernel
+        out = xs[0].narrow(p["axis"] + 1, flat[0], len(flat))
+    else:
+        out = xs[0].index_select(p["axis"] + 1, _index_tensor(flat, xs[0].device))
     return out.reshape(tuple(xs[0].shape[:p["axis"] + 1]) + np.asarray(idx).shape + tuple(xs[0].shape[p["axis"] + 2:]))
 
 
