@@ -59,7 +59,6 @@ def tiny_net():
 
 def cumsum_net():
     """A module whose ONNX export has an operator ios_core's IR does not know (CumSum)."""
-    import torch
     from torch import nn
 
     class Cumulative(nn.Module):

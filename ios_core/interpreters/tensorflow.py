@@ -101,6 +101,8 @@ def tf_params(graph: Graph, to_tensor) -> dict[str, tuple[Any, Any]]:
     """Weights in TF layouts: conv HWIO (depthwise HW C 1), linear (in, out)."""
     out = {}
     for n in weighted_nodes(graph.nodes(), require=True):
+        if not isinstance(n, (Conv, Linear)):
+            continue  # an operator's constants: the converter refuses the operator itself
         w = np.asarray(n.weight)
         if isinstance(n, Linear):
             w = w.T

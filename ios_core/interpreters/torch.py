@@ -60,6 +60,7 @@ class TorchOps(Interpreter[torch.Tensor]):
 
     def visit_conv(self, node: Conv, x):
         w, b = self.module.params_of(node)
+        assert w is not None, f"node {node.name}: has no weights"
         y = F.conv2d(x, w, b, node.stride, node.padding, node.dilation, node.groups)
         return torch_activation(y, node.act)
 
@@ -74,6 +75,7 @@ class TorchOps(Interpreter[torch.Tensor]):
 
     def visit_linear(self, node: Linear, x):
         w, b = self.module.params_of(node)
+        assert w is not None, f"node {node.name}: has no weights"
         return F.linear(x.reshape(x.shape[0], -1), w, b)[:, :, None, None]
 
     def visit_op(self, node: Op, xs):

@@ -7,8 +7,8 @@ analytic model and the issue order) and the ONNX op it exports to. The ONNX impo
 nodes to these names; adding an operator is one ``OPS`` entry (and an import rule where its ONNX
 form is not one-to-one).
 
-Shapes are per sample (the batch axis implicit); ``params`` axes are per-sample axes (the ONNX form adds the batch axis). The numpy and
-torch functions get operands *with* the batch axis first; a constant operand has no batch axis and
+Shapes are per sample (the batch axis implicit); ``params`` axes are per-sample axes (the ONNX form
+adds the batch axis). The numpy and torch functions get operands *with* the batch axis first; a constant operand has no batch axis and
 broadcasts from the right (its rank is at most the per-sample rank).
 """
 
@@ -181,15 +181,19 @@ def _axes1(p: Params) -> tuple[int, ...]:
     return tuple(a + 1 for a in p["axes"])
 
 
+def _reduce_attrs(p: Params) -> dict:
+    return {"axes": list(_axes1(p)), "keepdims": int(p.get("keepdims", True))}
+
+
 register(OpDef("reduce_mean", 1, _reduced,
                lambda xs, p: xs[0].mean(axis=_axes1(p), keepdims=p.get("keepdims", True)),
                lambda xs, p: xs[0].mean(dim=_axes1(p), keepdim=p.get("keepdims", True)), "ReduceMean",
-               lambda p: {"axes": list(_axes1(p)), "keepdims": int(p.get("keepdims", True))}, macs=lambda s, o, p: int(np.prod(s[0]))))
+               _reduce_attrs, macs=lambda s, o, p: int(np.prod(s[0]))))
 register(OpDef("reduce_l2", 1, _reduced,
                lambda xs, p: np.sqrt((xs[0] * xs[0]).sum(axis=_axes1(p), keepdims=p.get("keepdims", True))),
                lambda xs, p: _torch().linalg.vector_norm(xs[0], dim=_axes1(p), keepdim=p.get("keepdims", True)),
                "ReduceL2",
-               lambda p: {"axes": list(_axes1(p)), "keepdims": int(p.get("keepdims", True))}, macs=lambda s, o, p: 2 * int(np.prod(s[0]))))
+               _reduce_attrs, macs=lambda s, o, p: 2 * int(np.prod(s[0]))))
 
 
 def _np_softmax(x, axis):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import onnx
@@ -86,7 +87,8 @@ class OnnxExporter(Interpreter[str]):
         return self._act(x, node.act, f"act{node.name}")
 
     def visit_op(self, node: Op, xs):
-        consts = [self.const(f"{node.name}_k{i}", c) for i, c in enumerate(node.consts)]
+        assert all(c is not None for c in node.consts), f"node {node.name}: has no constants"
+        consts = [self.const(f"{node.name}_k{i}", cast(np.ndarray, c)) for i, c in enumerate(node.consts)]
         try:
             return node.opdef.to_onnx(self, node.operands(xs, consts), node.params)
         except ValueError as exc:

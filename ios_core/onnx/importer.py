@@ -100,9 +100,9 @@ class _Importer:
            merged: bool = False) -> Node:
         """A registry operator; ``merged``: the output keeps the input's merged batch (ONNX axis 0 = B x IR axis 0)."""
         terms = [[self.materialize(e)] for e in inputs]
-        node = Op(name=self.new_name(), inputs=terms, op=name, params=params or {}, args=args,
-                  consts=[np.array(c, np.float32) for c in consts or []])  # writable copies
-        node = self.add(n, node, out, full)
+        node = self.add(n, Op(name=self.new_name(), inputs=terms, op=name, params=params or {}, args=args,
+                              consts=[np.array(c, np.float32) for c in consts or []]),  # writable copies
+                        out, full)
         if full is None and merged:
             shape = cast(Shape, node.output_shape)
             self.full[out] = (self.batch * shape[0], *shape[1:])
@@ -479,7 +479,9 @@ class _Importer:
             raise self.error(n, f"broadcasting {' and '.join(str(self.full[t]) for t in tensors)} across the batch "
                                 f"axis is not supported")
         mode, rank = modes.pop(), ranks.pop()
-        inputs, consts, args = [], [], []
+        inputs: list[Expr] = []
+        consts: list[np.ndarray] = []
+        args: list[str] = []
         for i in n.input:
             if i in self.consts:
                 args.append(f"k{len(consts)}")
@@ -700,10 +702,9 @@ class _Importer:
     def op_Slice(self, n, a):
         src = n.input[0]
         starts, ends = self.required(n, 1).tolist(), self.required(n, 2).tolist()
-        axes = self.const(n, 3)
-        axes = axes.tolist() if axes is not None else list(range(len(starts)))
-        steps = self.const(n, 4)
-        steps = steps.tolist() if steps is not None else [1] * len(starts)
+        given_axes, given_steps = self.const(n, 3), self.const(n, 4)
+        axes = given_axes.tolist() if given_axes is not None else list(range(len(starts)))
+        steps = given_steps.tolist() if given_steps is not None else [1] * len(starts)
         if src in self.lazy:
             base, perm = self.lazy[src]
             tmp = f"{n.output[0]}#base"
@@ -797,7 +798,9 @@ class _Importer:
         if ir_ax == 0 and len(tensors) == len(n.input):
             self.define(n.output[0], [t for i in n.input for t in views[i][0]], tuple(full))
             return
-        inputs, consts, args = [], [], []
+        inputs: list[Expr] = []
+        consts: list[np.ndarray] = []
+        args: list[str] = []
         for i in n.input:
             if i in self.consts:
                 args.append(f"k{len(consts)}")
@@ -846,11 +849,10 @@ class _Importer:
             raise self.error(n, "only resizing NCHW feature maps is supported")
         if _text(a.get("mode", "nearest")) != "nearest":
             raise self.error(n, f"Resize mode {_text(a.get('mode'))!r} is not supported (nearest only)")
-        sizes = self.const(n, 3)
-        if sizes is None:
-            scales = self.required(n, 2)
-            sizes = np.floor(np.asarray(full) * scales).astype(np.int64)
-        sizes = [int(s) for s in sizes]
+        given = self.const(n, 3)
+        if given is None:
+            given = np.floor(np.asarray(full) * self.required(n, 2)).astype(np.int64)
+        sizes = [int(s) for s in given]
         if sizes[:2] != list(full[:2]):
             raise self.error(n, "Resize may change only the spatial size")
         self.op(n, "resize_nearest", [x], n.output[0], {"size": sizes[2:]})

@@ -42,6 +42,7 @@ class RuntimeOps(TorchOps):
     def conv(self, impl: str, node: Conv, x):
         """``node`` on ``x`` with the implementation ``impl`` (see :mod:`.kernels`)."""
         w, b = self.params[node.name]
+        assert w is not None, f"node {node.name}: has no weights"
         if impl == "gemm":
             y = conv_gemm(x, w, b)
             return torch_activation(y, node.act)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import cast
 
 import numpy as np
 import torch
