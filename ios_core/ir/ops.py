@@ -8,8 +8,8 @@ nodes to these names; adding an operator is one ``OPS`` entry (and an import rul
 form is not one-to-one).
 
 Shapes are per sample (the batch axis implicit); ``params`` axes are per-sample axes (the ONNX form
-adds the batch axis). The numpy and torch functions get operands *with* the batch axis first; a constant operand has no batch axis and
-broadcasts from the right (its rank is at most the per-sample rank).
+adds the batch axis). The numpy and torch functions get operands *with* the batch axis first; a
+constant operand has no batch axis and broadcasts from the right (its rank is at most the per-sample rank).
 """
 
 from __future__ import annotations

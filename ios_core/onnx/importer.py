@@ -525,9 +525,10 @@ class _Importer:
 
     # -- matrix products --------------------------------------------------------------------------
     def _linear(self, n, src: str, w: np.ndarray, b: np.ndarray | None):
-        x, mode = self.tensor(n, src)
-        if mode != "own" or len(self.full[src]) != 2:
+        self.expr(n, src)
+        if len(self.full[src]) != 2 or self.mode(n, src) not in ("own", "vector"):
             raise self.error(n, "Gemm must follow a Flatten or a global pool")
+        x = self.expr(n, src)  # a vector kept as (F, 1, 1) as it is: Linear flattens its input
         lin = Linear(name=self.new_name(), inputs=x, out_features=int(w.shape[0]), weight=w.astype(np.float32),
                      bias=(b if b is not None else np.zeros(w.shape[0])).astype(np.float32))
         self.add(n, lin, n.output[0], (self.batch, int(w.shape[0])))
