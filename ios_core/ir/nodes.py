@@ -87,8 +87,6 @@ class Node:
 
     def infer_from(self, shapes: dict[str, Shape]) -> tuple[Shape, Shape]:
         """(input shape, output shape) from the producers' output shapes."""
-        from .graph import term_shape
-
         in_shape = term_shape(self, shapes)
         return in_shape, self.infer(in_shape)
 
@@ -363,6 +361,37 @@ class Linear(Node):
         n = int(np.prod(in_shape))
         self.weight = _he_uniform(rng, n, (self.out_features, n), False)
         self.bias = _small_bias(rng, self.out_features)
+
+
+def term_shape(node: Node, shapes: dict[str, Shape]) -> Shape:
+    """Shape of a node's input expression, checking the term/value rules: every value has the same
+    shape past its first (channel) axis, the terms are concatenated on that axis."""
+    if not node.inputs or any(not t for t in node.inputs):
+        raise GraphError(f"node {node.name}: has an empty input term")
+    channels, hw = 0, None
+    for ti, term in enumerate(node.inputs):
+        tc = None
+        for v in term:
+            if v.node not in shapes:
+                raise GraphError(f"node {node.name}: input {v.node!r} is not defined before it "
+                                 f"(dangling input or cycle)")
+            pc, rest = shapes[v.node][0], tuple(shapes[v.node][1:])
+            if not 0 <= v.begin < v.end <= pc:
+                raise GraphError(f"node {node.name}: slice [{v.begin}:{v.end}) of {v.node!r} is out "
+                                 f"of range (it has {pc} channels)")
+            if tc is None:
+                tc = v.channels
+            elif v.channels != tc:
+                raise GraphError(f"node {node.name}: term {ti} sums values with different channel "
+                                 f"counts ({tc} vs {v.channels} from {v.node!r})")
+            if hw is None:
+                hw = rest
+            elif rest != hw:
+                raise GraphError(f"node {node.name}: input {v.node!r} is {'x'.join(map(str, rest))} but other "
+                                 f"inputs are {'x'.join(map(str, hw))}")
+        channels += tc or 0
+    assert hw is not None
+    return (channels, *hw)
 
 
 def operand_shape(node: Node, term_index: int, shapes: dict[str, Shape]) -> Shape:
