@@ -1,7 +1,7 @@
 """The graph IR: Graph -> Blocks -> Nodes with IOS's term/value input semantics."""
 
 from .builder import GraphBuilder
-from .graph import Block, Graph, format_node, term_shape
+from .graph import Block, Graph, format_node
 from .nodes import (
                     ACTIVATIONS,
                     NODE_KINDS,
@@ -21,6 +21,7 @@ from .nodes import (
                     Shape,
                     Term,
                     Value,
+                    term_shape,
 )
 
 __all__ = ["ACTIVATIONS", "NODE_KINDS", "POOL_TYPES", "Activation", "Block", "Conv", "Element", "Flatten",
