@@ -108,9 +108,6 @@ class _Importer:
             self.full[out] = (self.batch * shape[0], *shape[1:])
         return node
 
-    def has(self, name: str) -> bool:
-        return name in self.exprs or name in self.lazy
-
     def expr(self, node: onnx.NodeProto, name: str) -> Expr:
         if name in self.lazy:
             self.resolve_lazy(node, name)
@@ -236,7 +233,7 @@ class _Importer:
             elif n.op_type in _BINARY:
                 self._binary(n, _BINARY[n.op_type])
             elif n.op_type in _ALIASES:
-                self._alias_or_const(n)
+                self._pass_through(n)
             else:
                 raise self.error(n, f"operator {n.op_type!r} is not supported; supported: "
                                     f"{', '.join(supported_ops())}")
@@ -277,15 +274,10 @@ class _Importer:
             a.get("value_float", a.get("value_int", a.get("value_floats", a.get("value_ints")))))
 
     def op_Shape(self, n, a):
-        full = self.full.get(n.input[0]) if self.has(n.input[0]) else None
-        if n.input[0] in self.lazy:
-            self.expr(n, n.input[0])
-            full = self.full[n.input[0]]
-        if full is None:
-            raise self.error(n, f"the shape of {n.input[0]!r} is unknown")
-        self.consts[n.output[0]] = np.array(full, np.int64)[a.get("start", 0):a.get("end")]
+        self.expr(n, n.input[0])  # a held-back transpose is made real: its shape is known then
+        self.consts[n.output[0]] = np.array(self.full[n.input[0]], np.int64)[a.get("start", 0):a.get("end")]
 
-    def _alias_or_const(self, n) -> None:
+    def _pass_through(self, n) -> None:
         self.expr(n, n.input[0])
         self._alias(n.output[0], n.input[0])
 
@@ -293,7 +285,7 @@ class _Importer:
         if a.get("to") not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
                                onnx.TensorProto.BFLOAT16):
             raise self.error(n, f"casting a feature map to type {a.get('to')} is not supported")
-        self._alias_or_const(n)
+        self._pass_through(n)
 
     # -- convolution, normalization, activations ------------------------------------------------
     def _pads(self, n, a, kernel, dilations=(1, 1)) -> tuple[tuple[int, int], list[int]]:
@@ -479,17 +471,27 @@ class _Importer:
             raise self.error(n, f"broadcasting {' and '.join(str(self.full[t]) for t in tensors)} across the batch "
                                 f"axis is not supported")
         mode, rank = modes.pop(), ranks.pop()
+        inputs, consts, args = self._operands(n, {t: x for t, (x, _) in views.items()}, rank, mode)
+        self.op(n, name, inputs, n.output[0], consts=consts, args=args, merged=mode == "merged")
+
+    def _operands(self, n, exprs: dict[str, Expr], rank: int, mode: str, const_rank: int | None = None
+                  ) -> tuple[list[Expr], list[np.ndarray], tuple[str, ...]]:
+        """The ONNX node's inputs, in order, as an Op's tensor operands (``exprs``) and per-sample constants, with
+        the ``args`` that order them; ``const_rank``: the rank every constant must have."""
         inputs: list[Expr] = []
         consts: list[np.ndarray] = []
         args: list[str] = []
         for i in n.input:
             if i in self.consts:
+                c = self.per_sample_const(n, self.consts[i], rank, mode)
+                if const_rank is not None and c.ndim != const_rank:
+                    raise self.error(n, f"a constant of shape {self.consts[i].shape} in a concatenation")
                 args.append(f"k{len(consts)}")
-                consts.append(self.per_sample_const(n, self.consts[i], rank, mode))
+                consts.append(c)
             else:
                 args.append(f"x{len(inputs)}")
-                inputs.append(views[i][0])
-        self.op(n, name, inputs, n.output[0], consts=consts, args=tuple(args), merged=mode == "merged")
+                inputs.append(exprs[i])
+        return inputs, consts, tuple(args)
 
     def _sum(self, n, names: list[str]):
         exprs = [self.expr(n, i) for i in names]
@@ -554,9 +556,8 @@ class _Importer:
         if left in self.consts or right in self.consts:
             t = right if left in self.consts else left
             x, mode = self.tensor(n, t)
-            c = self.per_sample_const(n, self.consts[left if t == right else right], len(self.full[t]), mode)
-            self.op(n, "matmul", [x], n.output[0], consts=[c], args=("k0", "x0") if t == right else ("x0", "k0"),
-                    merged=mode == "merged")
+            inputs, consts, args = self._operands(n, {t: x}, len(self.full[t]), mode)
+            self.op(n, "matmul", inputs, n.output[0], consts=consts, args=args, merged=mode == "merged")
             return
         (xa, ma), (xb, mb) = self.tensor(n, left), self.tensor(n, right)
         if ma != mb or len(self.full[left]) != len(self.full[right]) or len(self.full[left]) < 3:
@@ -799,20 +800,9 @@ class _Importer:
         if ir_ax == 0 and len(tensors) == len(n.input):
             self.define(n.output[0], [t for i in n.input for t in views[i][0]], tuple(full))
             return
-        inputs: list[Expr] = []
-        consts: list[np.ndarray] = []
-        args: list[str] = []
-        for i in n.input:
-            if i in self.consts:
-                args.append(f"k{len(consts)}")
-                c = self.per_sample_const(n, self.consts[i], rank, mode)
-                if c.ndim != len(self.expr_shape(views[ref][0])):
-                    raise self.error(n, f"a constant of shape {self.consts[i].shape} in a concatenation")
-                consts.append(c)
-            else:
-                args.append(f"x{len(inputs)}")
-                inputs.append(views[i][0])
-        self.op(n, "concat", inputs, n.output[0], {"axis": ir_ax}, consts=consts, args=tuple(args), full=tuple(full))
+        inputs, consts, args = self._operands(n, {t: x for t, (x, _) in views.items()}, rank, mode,
+                                              const_rank=len(self.expr_shape(views[ref][0])))
+        self.op(n, "concat", inputs, n.output[0], {"axis": ir_ax}, consts=consts, args=args, full=tuple(full))
 
     def op_Pad(self, n, a):
         mode_attr = _text(a.get("mode", "constant"))
