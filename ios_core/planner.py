@@ -36,7 +36,7 @@ from .workload import Workload, slug
 
 COST_MODELS = ("auto", "measured", "calibrated", "analytic")
 #: graph passes on by default: each measured on/off on the H100 (BENCHMARKS.md, "IOS on the fastest kernels")
-DEFAULT_PASSES = ("fold_bias", "pool_conv")
+DEFAULT_PASSES = ("fold_bias", "pool_conv", "attention", "fuse_pointwise")
 #: the options a saved schedule's file name hashes: changing one searches again
 SCHEDULE_KEYS = ("r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime", "streams",
                  "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels", "passes")

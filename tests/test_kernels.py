@@ -55,7 +55,8 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
     assert table.impl(_conv(), x, ran.append) == "gemm"
     assert table.impl(_conv(), x, ran.append) == "gemm"
     assert asked == [2] and table.counts() == {"kernel_ops_timed": 1.0, "kernel_gemm": 1.0, "kernel_cudnn": 0.0,
-                                              "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0}
+                                              "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0,
+                                              "kernel_fused_triton": 0.0, "kernel_fused_aten": 0.0}
     key, = table.timings
     assert table.timings[key] == {"cudnn": 2.0, "gemm": 1.0} and table.choices == {key: "gemm"}
     tie = KernelTable("auto", lambda calls: [1.0, 1.0])
@@ -95,9 +96,10 @@ def test_ios_on_nhwc_with_gemm_kernels_matches_the_reference(bench_cfg, tmp_path
     assert rec.metrics["max_rel_error"] < 1e-4
     assert rec.metrics["kernel_gemm"] > 0 and rec.metrics["pass_fold_bias"] > 0
     assert rec.params["layout"] == "nhwc" and rec.params["layout_chosen_by"] == "forced"
-    assert rec.params["passes"] == "fold_bias,pool_conv"
+    assert rec.params["passes"] == "fold_bias,pool_conv,attention,fuse_pointwise"
     sched = Schedule.from_dict(json.loads(rec.artifacts["schedule.json"]))
-    assert sched.stats["channels_last"] is True and sched.options["passes"] == ["fold_bias", "pool_conv"]
+    assert sched.stats["channels_last"] is True
+    assert sched.options["passes"] == ["fold_bias", "pool_conv", "attention", "fuse_pointwise"]
     assert set(sched.stats["kernels"].values()) == {"gemm"}
 
 

@@ -441,6 +441,82 @@ register(OpDef("resize_nearest", 1, _resized, _np_resize_nearest,
                lambda xs, p: _F().interpolate(xs[0], size=tuple(p["size"]), mode="nearest"), None,
                macs=lambda s, o, p: 0))
 
+# -- compounds the graph passes make (ios_core.passes) ---------------------------------------------------------
+def _attention_shape(shapes: Sequence[Shape], p: Params) -> Shape:
+    q, kt, v = shapes[:3]
+    if q[-1] != kt[-2] or kt[-1] != v[-2]:
+        raise ValueError(f"attention of queries {tuple(q)}, transposed keys {tuple(kt)} and values {tuple(v)}")
+    return (*q[:-1], v[-1])
+
+
+def _np_attention(xs, p):
+    scores = np.matmul(xs[0], xs[1]) * p["scale"]
+    if len(xs) > 3:
+        scores = scores + xs[3]
+    return np.matmul(_np_softmax(scores, -1), xs[2])
+
+
+def _torch_attention(xs, p):
+    """One fused attention kernel (``scaled_dot_product_attention``: flash or memory-efficient on CUDA) on
+    (batch, heads, tokens, features); more leading axes (Swin's windows) are folded into the batch."""
+    q, kt, v = xs[:3]
+    mask = xs[3] if len(xs) > 3 else None
+    k = kt.transpose(-1, -2)
+    lead = q.shape[:-2]
+    if q.dim() > 4:
+        q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
+        if mask is not None and mask.dim() > 3:  # a per-window mask repeats over the batch
+            mask = mask.expand(*lead, mask.shape[-2], mask.shape[-1]).reshape(*q.shape[:2], *mask.shape[-2:])
+    out = _F().scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=p["scale"])
+    return out.reshape(*lead, *out.shape[-2:])
+
+
+def _export_attention(ex, xs, p) -> str:
+    s = ex.emit("Mul", [ex.emit("MatMul", xs[:2], "attention"), ex.const("scale", _f32(p["scale"]))], "attention")
+    if len(xs) > 3:
+        s = ex.emit("Add", [s, xs[3]], "attention")
+    return ex.emit("MatMul", [ex.emit("Softmax", [s], "attention", axis=-1), xs[2]], "attention")
+
+
+#: softmax(q @ kt * scale [+ mask]) @ v: queries (..., L, D), keys transposed (..., D, S), values (..., S, E) and an
+#: optional additive mask (relative position bias, shifted windows); the ``attention`` pass makes it
+register(OpDef("attention", None, _attention_shape, _np_attention, _torch_attention, None, export=_export_attention,
+               macs=lambda s, o, p: int(np.prod(o[:-1])) * int(s[1][-1]) * (int(s[0][-1]) + int(o[-1]))))
+
+
+def _steps(xs: list, p: Params, run: Callable[[OpDef, list, Params], Any]) -> Any:
+    """Run a fused program: each step reads operands (``o<i>``) or earlier steps' results (``s<j>``)."""
+    out: list = []
+    for step in p["steps"]:
+        args = [xs[int(a[1:])] if a[0] == "o" else out[int(a[1:])] for a in step["args"]]
+        out.append(run(OPS[step["op"]], args, step["params"]))
+    return out[-1]
+
+
+def _fused_macs(shapes: Sequence[Shape], out: Shape, p: Params) -> int:
+    total = 0
+
+    def cost(op: OpDef, args: list, params: Params) -> Shape:
+        nonlocal total
+        shape = tuple(op.infer(args, params))
+        total += op.cost(args, shape, params)
+        return shape
+    _steps(list(shapes), p, cost)
+    return total
+
+
+def _export_fused(ex, xs, p) -> str:
+    return _steps(xs, p, lambda op, args, params: op.to_onnx(ex, args, params))
+
+
+#: a connected group of pointwise operators with one output (GELU's five, a scale and shift, a gate), as a
+#: program of registry operators: one kernel where a compiler fuses it (Inductor on CUDA), the steps one by one
+#: elsewhere; the ``fuse_pointwise`` pass makes it
+register(OpDef("fused", None, lambda s, p: _steps(list(s), p, lambda op, a, q: tuple(op.infer(a, q))),
+               lambda xs, p: _steps(xs, p, lambda op, a, q: op.numpy(a, q)),
+               lambda xs, p: _steps(xs, p, lambda op, a, q: op.torch(a, q)), None, export=_export_fused,
+               macs=_fused_macs))
+
 #: the activations a conv (and the Activation node) may apply: unary operators without parameters
 ACTIVATIONS: tuple[str, ...] = ("identity", *(name for name, op in OPS.items() if op.activation))
 

@@ -50,6 +50,10 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+#: the operators that read a held-back Transpose as it is (through the batch-moving permutation)
+_LAZY_READERS = frozenset({"Transpose", "Slice", "Squeeze", "Gather"})
+
+
 class _Importer:
     def __init__(self, model: onnx.ModelProto, batch: int):
         self.model, self.batch = model, batch
@@ -68,6 +72,7 @@ class _Importer:
         self.shapes: dict[str, Shape] = {}
         self.nodes: list[Node] = []
         self.producer: dict[str, Node] = {}  # ONNX tensor -> IR node that is exactly it
+        self.made: dict[tuple[tuple[Value, ...], ...], Value] = {}  # expression -> its Identity node's value
         self._count = 0
 
     # -- helpers -----------------------------------------------------------------
@@ -114,16 +119,24 @@ class _Importer:
         if name not in self.exprs:
             raise self.error(node, f"input {name!r} is a constant or unknown tensor where a feature map "
                                    f"is expected")
-        return self.exprs[name]
+        expr = self.exprs[name]
+        made = self.made.get(tuple(tuple(t) for t in expr)) if len(expr) > 1 or len(expr[0]) > 1 else None
+        return [[made]] if made is not None else expr
 
     def materialize(self, expr: Expr) -> Value:
+        """One value for an expression: a concatenation or sum of several values becomes an Identity node, made
+        once per expression (a pre-norm transformer's residual sum is read by its LayerNorm and by the next sum)."""
         if len(expr) == 1 and len(expr[0]) == 1:
             return expr[0][0]
+        key = tuple(tuple(t) for t in expr)
+        if key in self.made:
+            return self.made[key]
         node = Identity(name=self.new_name(), inputs=[list(t) for t in expr])
         node.output_shape = node.infer_from(self.shapes)[1]
         self.shapes[node.name] = node.output_shape
         self.nodes.append(node)
-        return Value(node.name, 0, node.output_shape[0])
+        self.made[key] = Value(node.name, 0, node.output_shape[0])
+        return self.made[key]
 
     def expr_shape(self, expr: Expr) -> Shape:
         return Identity(name="?", inputs=expr).infer_from(self.shapes)[0]
@@ -222,6 +235,10 @@ class _Importer:
             if n.op_type != "Constant" and all(not i or i in self.consts for i in n.input) and n.input:
                 self.fold(n)
                 continue
+            if n.op_type not in _LAZY_READERS:  # a held-back transpose is made real (or refused) first
+                for i in n.input:
+                    if i in self.lazy:
+                        self.resolve_lazy(n, i)
             handler = getattr(self, f"op_{n.op_type}", None)
             if handler is not None:
                 handler(n, _attrs(n))
@@ -603,8 +620,6 @@ class _Importer:
 
     def op_Reshape(self, n, a):
         src = n.input[0]
-        if src in self.lazy:
-            self.expr(n, src)
         self.reshape_to(n, src, self._target(n, src, self.required(n, 1).tolist(), bool(a.get("allowzero", 0))),
                         n.output[0])
 

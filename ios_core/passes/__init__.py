@@ -11,6 +11,10 @@ rounding (tests/test_passes.py checks each one against the float64 reference).
   every depthwise conv).
 * ``pool_conv``: an average pool (stride 1, padding counted) read only by a 1x1 conv becomes one
   k x k conv with the weights / k^2 (Inception's pool branches lose a pool kernel and a buffer).
+* ``attention``: ``softmax(q @ kt * scale [+ mask]) @ v`` becomes one ``attention`` operator (PyTorch's
+  fused attention kernel on CUDA).
+* ``fuse_pointwise``: connected pointwise operators with one output become one ``fused`` operator (one
+  Inductor-compiled kernel on CUDA where it times faster: GELU's five operators, scales and gates).
 
 BatchNorm is folded into the conv before it when an ONNX model is imported (ios_core.onnx), so
 it never reaches the IR.
@@ -22,12 +26,13 @@ import copy
 from collections.abc import Callable, Iterable
 
 from ..ir import Graph
-from . import fold_bias, pool_conv
+from . import attention, fold_bias, fuse_pointwise, pool_conv
 
 GraphPass = Callable[[Graph], int]
 
 #: every pass by name, in the order they are applied
-PASSES: dict[str, GraphPass] = {"fold_bias": fold_bias.run, "pool_conv": pool_conv.run}
+PASSES: dict[str, GraphPass] = {"fold_bias": fold_bias.run, "pool_conv": pool_conv.run, "attention": attention.run,
+                                "fuse_pointwise": fuse_pointwise.run}
 
 
 def check_passes(names: Iterable[str]) -> list[str]:

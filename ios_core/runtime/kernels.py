@@ -11,7 +11,7 @@ and keeps the faster. The search's stage timings, the in-situ selection and the 
 model share one table, so the DP plans with the kernels that will run, and the choices
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
-Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
+Pools likewise (and the ``fused`` pointwise programs of the ``fuse_pointwise`` pass): ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
 CUDA each distinct pool is also compiled by Inductor into a Triton kernel of its own, timed
 against ATen's, and the faster kept (``triton`` in the record).
@@ -24,6 +24,7 @@ tests and ablations; pools on ATen).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import cast
 
@@ -31,7 +32,8 @@ import torch
 import torch.nn.functional as F
 
 from ..interpreters.torch import torch_pool
-from ..ir.nodes import Conv, Pool
+from ..ir.nodes import Conv, Op, Pool
+from ..ir.ops import OPS
 
 KERNEL_MODES = ("auto", "cudnn", "gemm")
 IMPLS = ("cudnn", "gemm")
@@ -83,16 +85,37 @@ def pool_signature(node: Pool, x: torch.Tensor) -> tuple:
 RECOMPILE_LIMIT = 512
 
 
-def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``node`` compiled by Inductor into a Triton kernel (on its first call)."""
+def _raise_recompile_limits() -> None:
     import torch._dynamo.config as dynamo_config
 
     dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
     dynamo_config.accumulated_recompile_limit = max(dynamo_config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
 
+
+def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``node`` compiled by Inductor into a Triton kernel (on its first call)."""
+    _raise_recompile_limits()
+
     def pool(x: torch.Tensor) -> torch.Tensor:
         return torch_pool(node, x)
     return cast(Callable[[torch.Tensor], torch.Tensor], torch.compile(pool, dynamic=False, fullgraph=True))
+
+
+def fused_signature(node: Op, xs: list[torch.Tensor]) -> tuple:
+    """A fused program on its operands: compiled once per program, shapes, strides and dtype."""
+    program = json.dumps(node.params["steps"], sort_keys=True, default=str)
+    return ("fused", program, *((tuple(x.shape), tuple(x.stride())) for x in xs), xs[0].dtype)
+
+
+def triton_fused(node: Op) -> Callable[..., torch.Tensor]:
+    """A ``fused`` operator's program compiled by Inductor into one kernel (on its first call)."""
+    _raise_recompile_limits()
+    fn = OPS["fused"].torch
+    params = node.params
+
+    def fused(*xs: torch.Tensor) -> torch.Tensor:
+        return fn(list(xs), params)
+    return cast(Callable[..., torch.Tensor], torch.compile(fused, dynamic=False, fullgraph=True))
 
 
 def sig_text(sig: tuple) -> str:
@@ -140,9 +163,21 @@ class KernelTable:
             self.compiled[key] = triton_pool(node)
         return self.compiled[key]
 
-    def demote(self, node: Pool, x: torch.Tensor, exc: Exception) -> None:
-        """A Triton pool that failed when it ran: ATen's from now on, and the reason kept."""
-        key = sig_text(pool_signature(node, x))
+    def fused_impl(self, node: Op, xs: list[torch.Tensor], run: Callable[[str], torch.Tensor]) -> str:
+        """The operators one by one (``aten``) or Inductor's one kernel (``triton``) for a fused program on
+        CUDA (auto mode); one by one elsewhere."""
+        if self.mode != "auto" or not xs[0].is_cuda or not all(dense(x) for x in xs if x.dim() == 4):
+            return "aten"
+        return self._choose(sig_text(fused_signature(node, xs)), POOL_IMPLS, xs[0], run)
+
+    def compiled_fused(self, node: Op, xs: list[torch.Tensor]) -> Callable[..., torch.Tensor]:
+        key = sig_text(fused_signature(node, xs))
+        if key not in self.compiled:
+            self.compiled[key] = triton_fused(node)
+        return self.compiled[key]
+
+    def demote(self, key: str, exc: Exception) -> None:
+        """A Triton kernel that failed when it ran: ATen's from now on, and the reason kept."""
         self.choices[key] = "aten"
         self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
 
@@ -166,7 +201,9 @@ class KernelTable:
         return choice
 
     def counts(self) -> dict[str, float]:
-        used = list(self.choices.values())
+        fused = [v for k, v in self.choices.items() if k.startswith("('fused'")]
+        used = [v for k, v in self.choices.items() if not k.startswith("('fused'")]
         return {"kernel_ops_timed": float(self.timed), "kernel_gemm": float(used.count("gemm")),
                 "kernel_cudnn": float(used.count("cudnn")), "kernel_pool_triton": float(used.count("triton")),
-                "kernel_pool_aten": float(used.count("aten"))}
+                "kernel_pool_aten": float(used.count("aten")), "kernel_fused_triton": float(fused.count("triton")),
+                "kernel_fused_aten": float(fused.count("aten"))}

@@ -11,8 +11,8 @@ import torch
 from ..interpreters.base import Interpreter
 from ..interpreters.torch import TorchOps, torch_activation, torch_pool
 from ..ir import Graph, Node
-from ..ir.nodes import Conv, Linear, Pool, Sequential
-from .kernels import KernelTable, conv_gemm
+from ..ir.nodes import Conv, Linear, Op, Pool, Sequential
+from .kernels import KernelTable, conv_gemm, fused_signature, pool_signature, sig_text
 
 Params = dict[str, tuple[torch.Tensor | None, ...]]  # a node's arrays, see interpreters.base.node_params
 
@@ -61,8 +61,24 @@ class RuntimeOps(TorchOps):
             try:
                 return self.kernels.compiled_pool(node, x)(x)
             except Exception as exc:  # noqa: BLE001 - e.g. a Dynamo limit: ATen's kernel from here on, noted
-                self.kernels.demote(node, x, exc)
+                self.kernels.demote(sig_text(pool_signature(node, x)), exc)
         return torch_pool(node, x)
+
+    def visit_op(self, node: Op, xs):
+        if node.op != "fused" or self.kernels is None:
+            return super().visit_op(node, xs)
+        operands = node.operands(xs, list(self.params_of(node)))
+        return self.fused(self.kernels.fused_impl(node, operands, lambda i: self.fused(i, node, operands)), node,
+                          operands)
+
+    def fused(self, impl: str, node: Op, operands: list):
+        """A fused pointwise program: its operators one by one, or Inductor's one kernel (see :mod:`.kernels`)."""
+        if impl == "triton" and self.kernels is not None:
+            try:
+                return self.kernels.compiled_fused(node, operands)(*operands)
+            except Exception as exc:  # noqa: BLE001 - e.g. an Inductor limit: the eager program from here on, noted
+                self.kernels.demote(sig_text(fused_signature(node, operands)), exc)
+        return node.opdef.torch(operands, node.params)
 
 
 def graph_channels(graph: Graph) -> dict[str, int]:
