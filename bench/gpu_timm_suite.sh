@@ -7,6 +7,8 @@
 #   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh compile-a   (then compile-b)
 #   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh ios-a       (then ios-b, paper:
 #                                       IOS on the suite (issue 38) and on the paper's four networks)
+#   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh pair-0 pair-1 ...  (IOS and
+#                                       torch.compile reduce-overhead in one sweep, three models a part, 0..5)
 # Each part is one sweep per backend; the records stay in $OUT/results.tgz and one line per run goes to
 # $OUT/suite.md (model, variant, latency, error against the float64 module).
 set -uo pipefail
@@ -47,6 +49,7 @@ for part in "$@"; do
                  backend.compile_mode=reduce-overhead ;;
     compile-b) sweep compile-b "${MODELS[@]:9}" -- backend=pytorch backend.mode=compile \
                  backend.compile_mode=reduce-overhead ;;
+    pair-*) i=${part#pair-}; sweep "$part" "${MODELS[@]:$((i * 3)):3}" -- backend=ios,pytorch_compile ;;
     ios-a) sweep ios-a "${MODELS[@]:0:9}" -- backend=ios ;;
     ios-b) sweep ios-b "${MODELS[@]:9}" -- backend=ios ;;
     paper) timeout "${SWEEP_S:-540}" python3 -m harness -m model=inception_v3,nasnet,randwire,squeezenet batch=1 \
