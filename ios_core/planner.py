@@ -18,19 +18,20 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from .cost import AnalyticCostModel, CalibratedCostModel, CostCache, MeasuredCostModel, bounds
-from .passes import PASSES
-from .runtime import RUNTIMES, StageTimer, TorchTarget
+from .ir import Graph
+from .passes import PASSES, apply_passes
+from .runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
 from .runtime.insitu import PartTimer
 from .runtime.kernels import KERNEL_MODES, KernelTable
 from .runtime.layout import time_layouts
 from .runtime.target import LAYOUT_CHOICES, faster_layout, parse_channels_last
 from .runtime.timer import TimingConfig, kernel_timer
-from .schedule import Schedule, greedy, optimize, sequential
+from .schedule import Schedule, ScheduleError, greedy, optimize, sequential
 from .schedule.options import OptionError, SearchOptions, at_least, choose
 from .workload import Workload, slug
 
@@ -65,6 +66,10 @@ class PlanOptions(SearchOptions):
     number: int = 5  # copies per captured graph (each after an L2 flush),
     repeat: int = 3  # and replays; the median of number x repeat samples
     cold: bool = True  # flush L2 before each timed copy, as weights arrive in a model larger than L2
+    schedule_file: str = ""  # run this saved schedule (with the passes and layout it was made with), never saved over
+    schedule_device: str = ""  # run the schedule the same search saved on this GPU (its name or start: nvidia-h200)
+    opt_batch: int = 0  # search (or reuse) the schedule for this batch size and run it at the workload's; 0: the same
+    bounds: bool = False  # critical-path and sum-of-ops bounds under the cost model, as metrics
 
     def check(self) -> None:
         SearchOptions.check(self)
@@ -79,11 +84,49 @@ class PlanOptions(SearchOptions):
         for p in self.passes:
             choose("passes", p, PASSES)
         at_least(self, 1, "number", "repeat")
+        at_least(self, 0, "opt_batch")
 
     def digest(self, keys: tuple[str, ...], **more: Any) -> str:
         """A short hash of the named options (and ``more``): part of a saved file's name."""
         settings = json.dumps({**{k: getattr(self, k) for k in keys}, **more}, sort_keys=True, default=str)
         return hashlib.sha1(settings.encode()).hexdigest()[:10]
+
+
+class PlanError(ScheduleError):
+    """A schedule the options point at cannot be used; ``option`` names the option ("" for a saved one)."""
+
+    def __init__(self, message: str, option: str = ""):
+        super().__init__(message)
+        self.option = option
+
+    def named(self, prefix: str) -> str:
+        """The message with the option as a caller names it (the harness: ``backend.``)."""
+        return f"{prefix}{self}" if self.option else str(self).replace("research=true", f"{prefix}research=true")
+
+
+#: where a plan's schedule came from
+SOURCES = ("baseline", "searched", "saved", "schedule file", "another GPU")
+
+
+@dataclass
+class Plan:
+    """Everything :meth:`Planner.plan` decided for one workload, and the model ready to run: the graph the passes
+    made, the layout and how it was chosen, the schedule and where it came from (:data:`SOURCES`) and its file,
+    each convolution's and fused group's kernel, the captured model's calls, and the metrics of it all."""
+
+    graph: Graph
+    schedule: Schedule
+    source: str
+    path: Path | None
+    passes: list[str]
+    channels_last: bool
+    layout_how: str
+    target: TorchTarget
+    kernels: KernelTable
+    model: ScheduledModel
+    infer: Callable[[Any], Any]
+    load_input: Callable[[Any], Any]
+    metrics: dict[str, float]
 
 
 class CostModels(NamedTuple):
@@ -185,7 +228,94 @@ class Planner:
             f"-r{o.r}-s{o.s}-k{o.keep}-{o.digest(SCHEDULE_KEYS, channels_last=bool(channels_last))}"
         return stem.with_name(f"{stem.name}-{o.schedule}{extra}.json")
 
-    def plan(self, target: TorchTarget, work: Workload) -> tuple[Schedule, dict[str, float]]:
+    def plan(self, work: Workload, device: str) -> Plan:
+        """The whole plan for ``work`` on ``device`` ("cpu", "cuda"), its model prepared to run at
+        ``work.batch``. The schedule is, in this order: the given ``schedule_file``; the one the same
+        search saved on the GPU ``schedule_device`` names; this search's saved one (unless
+        ``research``); a new search (or a baseline). It is made for ``opt_batch`` where set. A
+        schedule searched here is saved after the model is prepared, with the kernels it settled.
+        Raises :class:`PlanError` for a schedule that cannot be used."""
+        o = self.options
+        given = self._load(o.schedule_file, None, "schedule_file") if o.schedule_file else None
+        # a given schedule was made for the graph its passes produced: apply those, not today's defaults
+        passes = list(given.options.get("passes", [])) if given is not None else list(o.passes)
+        graph, rewrites = apply_passes(work.graph, passes)
+        metrics: dict[str, float] = {f"pass_{k}": float(v) for k, v in rewrites.items()}
+        work = replace(work, graph=graph)
+        searched = work.at_batch(o.opt_batch or work.batch)  # specialization: a schedule made for another batch
+        if given is not None and "channels_last" in given.stats and parse_channels_last(o.channels_last) is None:
+            channels_last, layout_how = bool(given.stats["channels_last"]), "schedule file"
+        else:
+            channels_last, layout_how, times = self.layout(searched, device)
+            metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
+        target = TorchTarget(device, work.precision, channels_last)
+        kernels = self.kernel_table(target)
+        path = self.schedule_path(searched, channels_last)
+        foreign = self.foreign_schedule(path, work.device_name) if given is None and path is not None else None
+        if given is not None:
+            sched, source, path = self._check(given, graph, "schedule_file"), "schedule file", Path(o.schedule_file)
+        elif foreign is not None:
+            sched, source, path = self._load(str(foreign), graph, "schedule_device"), "another GPU", foreign
+        else:
+            try:
+                sched, found = self.schedule(target, searched)
+            except ScheduleError as exc:
+                raise PlanError(f"saved schedule (set research=true to search again): {exc}") from None
+            metrics.update(found)
+            source = "baseline" if o.schedule in ("sequential", "greedy") else \
+                "saved" if found.get("search_reused") == 1.0 else "searched"
+        kernels.choices.update({k: v for k, v in sched.stats.get("kernels", {}).items() if k not in kernels.choices})
+        if o.bounds:  # under the configured cost model, so comparable with predicted_ms
+            metrics.update(self.bounds(target, work))
+        model = ScheduledModel(graph, sched, device, work.precision, o.runtime, channels_last, o.fuse,
+                               follow_chains=o.streams == "chains", kernels=kernels)
+        infer, load = model.prepare(work.batch)  # the warm-up calls before capture settle every kernel choice
+        if source in ("schedule file", "another GPU"):
+            self.annotate(sched, channels_last, passes)  # run as given, never saved
+        else:
+            self.save(sched, searched, channels_last)  # annotated, where plan() looks next time
+        metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()), **kernels.counts())
+        return Plan(graph, sched, source, path, passes, channels_last, layout_how, target, kernels, model, infer, load,
+                    metrics)
+
+    def foreign_schedule(self, path: Path, device_name: str) -> Path | None:
+        """The schedule saved by the same search on the GPU ``schedule_device`` names (device
+        specialization: made on one GPU kind, run on another); None for this GPU's own. Its file
+        differs from ``path`` only in the device part of the name."""
+        wanted = slug(self.options.schedule_device) if self.options.schedule_device else ""
+        here = slug(device_name)
+        if not wanted or here.startswith(wanted):
+            return None
+        rest = path.name[len(here):]
+        saved = sorted(p for p in path.parent.glob(f"*{rest}") if p.name != path.name)
+        found = [p for p in saved if p.name.startswith(wanted)]
+        if len(found) == 1:
+            return found[0]
+        others = ", ".join(p.name[:-len(rest)] for p in saved) or "none"
+        what = f"schedule_device={self.options.schedule_device!r}"
+        if found:
+            raise PlanError(f"{what} matches several GPUs ({others}): give more of the name", "schedule_device")
+        raise PlanError(f"{what}: no schedule of this search saved by that GPU under {path.parent} (GPUs with one: "
+                        f"{others}); run the same search there and copy its store's schedules/ folder here",
+                        "schedule_device")
+
+    @classmethod
+    def _load(cls, path: str, graph: Graph | None, option: str) -> Schedule:
+        try:
+            sched = Schedule.load(path)
+        except ScheduleError as exc:
+            raise PlanError(f"{option}: {exc}", option) from None
+        return sched if graph is None else cls._check(sched, graph, option)
+
+    @staticmethod
+    def _check(sched: Schedule, graph: Graph, option: str) -> Schedule:
+        try:
+            sched.check(graph)
+        except ScheduleError as exc:
+            raise PlanError(f"{option}: {exc}", option) from None
+        return sched
+
+    def schedule(self, target: TorchTarget, work: Workload) -> tuple[Schedule, dict[str, float]]:
         """The schedule ``options.schedule`` asks for, made for ``work``: a baseline, the one
         these settings saved before (unless ``research``; metric ``search_reused`` says which),
         or a new search. Raises :class:`ScheduleError` for a saved schedule that does not fit."""
@@ -270,10 +400,12 @@ class Planner:
 def plan(work: Workload, target: TorchTarget, options: PlanOptions | None = None, *, store: Path | None = None,
          guard: Guard = None) -> tuple[Schedule, dict[str, float]]:
     """The schedule for ``work`` on ``target`` under ``options`` (checked first), and the
-    search's metrics; see :class:`Planner`."""
+    search's metrics; see :class:`Planner` (:meth:`Planner.plan` also applies the passes, chooses
+    the layout and prepares the model)."""
     options = options or PlanOptions()
     options.check()
-    return Planner(options, store, guard).plan(target, work)
+    return Planner(options, store, guard).schedule(target, work)
 
 
-__all__ = ["COST_MODELS", "DEFAULT_PASSES", "CostModels", "OptionError", "PlanOptions", "Planner", "plan"]
+__all__ = ["COST_MODELS", "DEFAULT_PASSES", "SOURCES", "CostModels", "OptionError", "Plan", "PlanError", "PlanOptions",
+           "Planner", "plan"]

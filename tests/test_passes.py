@@ -22,7 +22,8 @@ EXPECTED = {
     ("nasnet", "fold_bias"): None, ("randwire", "fold_bias"): None,  # None: at least one
     ("squeezenet", "pool_conv"): 0, ("squeezenet", "fold_bias"): 0,
     # the paper's networks have no registry operators: the transformer passes leave them as they are
-    **{(m, p): 0 for m in ("inception_v3", "nasnet", "randwire", "squeezenet") for p in ("attention", "fuse_pointwise")},
+    **{(m, p): 0 for m in ("inception_v3", "nasnet", "randwire", "squeezenet")
+       for p in ("attention", "fuse_pointwise")},
 }
 
 
@@ -97,7 +98,8 @@ def test_passes_on_an_imported_onnx_model(tmp_path):
 
 
 def test_unknown_pass_is_named():
-    with pytest.raises(ValueError, match="unknown graph pass .fuse_all.; choose from: fold_bias, pool_conv, attention, fuse_pointwise"):
+    with pytest.raises(ValueError, match="unknown graph pass .fuse_all.; choose from: fold_bias, pool_conv, "
+                                         "attention, fuse_pointwise"):
         check_passes(["fold_bias", "fuse_all"])
 
 
@@ -150,7 +152,8 @@ def test_attention_and_pointwise_groups_become_one_operator_each(tmp_path):
     assert counts == {"attention": 1, "fuse_pointwise": 2}
     ops = [n.op for n in _nodes(out) if isinstance(n, Op)]
     assert ops.count("attention") == 1 and "softmax" not in ops and "erf" not in ops and "matmul" not in ops
-    gelu, scale = [[s["op"] for s in n.params["steps"]] for n in _nodes(out) if isinstance(n, Op) and n.op == "fused"]
+    gelu, scale = [[s["op"] for s in n.params["steps"]] for n in _nodes(out)
+                   if isinstance(n, Op) and n.op == "fused"]
     assert sorted(gelu) == ["add", "div", "erf", "mul", "mul"] and scale == ["mul", "add"]  # LayerScale + residual
     (attention,) = [n for n in _nodes(out) if isinstance(n, Op) and n.op == "attention"]
     assert attention.params["scale"] == pytest.approx(8 ** -0.5) and attention.const_shapes == [(2, 9, 9)]

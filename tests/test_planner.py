@@ -8,7 +8,7 @@ import pytest
 from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import reference_forward
 from ios_core.models import build_model
-from ios_core.planner import Planner, PlanOptions, plan
+from ios_core.planner import PlanError, Planner, PlanOptions, plan
 from ios_core.runtime import ScheduledModel, TorchTarget
 from ios_core.schedule import OptionError, SearchOptions
 from ios_core.workload import Workload
@@ -45,13 +45,13 @@ def test_a_saved_plan_is_reused_and_any_search_option_searches_again(tmp_path):
     work, target = _work(), TorchTarget("cpu", "fp32")
     options = PlanOptions(part_size=8, select=False)
     planner = Planner(options, tmp_path)
-    first, metrics = planner.plan(target, work)
+    first, metrics = planner.schedule(target, work)
     path = planner.save(first, work, channels_last=False)
     assert path is not None and path.is_relative_to(tmp_path / "schedules") and path.is_file()
     assert json.loads(path.read_text())["options"]["passes"] == options.passes
-    again, metrics = Planner(options, tmp_path).plan(target, work)
+    again, metrics = Planner(options, tmp_path).schedule(target, work)
     assert metrics["search_reused"] == 1.0 and again.to_dict()["blocks"] == first.to_dict()["blocks"]
-    _, metrics = Planner(PlanOptions(part_size=8, select=False, research=True), tmp_path).plan(target, work)
+    _, metrics = Planner(PlanOptions(part_size=8, select=False, research=True), tmp_path).schedule(target, work)
     assert metrics["search_reused"] == 0.0
     other = Planner(PlanOptions(part_size=8, select=False, r=2), tmp_path)
     assert other.schedule_path(work, False) != path
@@ -75,3 +75,24 @@ def test_baselines_need_no_search():
 def test_an_option_out_of_range_is_named_once(options, message):
     with pytest.raises(OptionError, match=message):
         options.check()
+
+
+def test_one_plan_call_gives_the_model_ready_and_says_where_its_schedule_came_from(tmp_path):
+    """Planner.plan: passes, layout, schedule (searched, then saved; a given file; a bad file refused naming the
+    option) and the prepared model, in one call (issue 38: the plugin is a thin adapter)."""
+    work = _work()
+    options = PlanOptions(part_size=8, select=False)
+    first = Planner(options, tmp_path).plan(work, "cpu")
+    assert first.source == "searched" and first.path is not None and first.path.is_file()
+    assert first.passes == list(options.passes) and first.layout_how == "default" and not first.channels_last
+    x = seeded_input(work.graph, 2, 0)
+    y = first.target.to_numpy(first.infer(first.load_input(x)))
+    assert abs(y - reference_forward(work.graph, x)).max() < 1e-3
+    again = Planner(options, tmp_path).plan(work, "cpu")
+    assert again.source == "saved" and again.path == first.path and again.metrics["search_reused"] == 1.0
+    given = Planner(PlanOptions(schedule_file=str(first.path)), tmp_path).plan(work, "cpu")
+    assert given.source == "schedule file" and given.schedule.to_dict()["blocks"] == first.schedule.to_dict()["blocks"]
+    other = Workload(build_model("squeezenet", image_size=32), 1, "fp32", "cpu")
+    with pytest.raises(PlanError, match="^schedule_file: .*made for graph") as err:
+        Planner(PlanOptions(schedule_file=str(first.path)), tmp_path).plan(other, "cpu")
+    assert err.value.named("backend.").startswith("backend.schedule_file: ")

@@ -44,9 +44,10 @@ def run(graph: Graph) -> int:
         if not isinstance(out, Op) or out.op != "matmul" or len(out.inputs) != 2 or out.consts:
             continue
         soft = sole(out.inputs[0], out)
-        if not isinstance(soft, Op) or soft.op != "softmax" or soft.params["axis"] != len(soft.output_shape) - 1:
+        if not isinstance(soft, Op) or soft.op != "softmax" or soft.params["axis"] != len(soft.output_shape or ()) - 1:
             continue
-        absorbed, post, mask = [soft], 1.0, None
+        absorbed: list[Node] = [soft]
+        post, mask = 1.0, None
         scores = sole(soft.inputs[0], soft)
         while isinstance(scores, Op) and scores.op in ("mul", "add"):  # scalings and one additive constant
             k = _scalar(scores)

@@ -41,7 +41,7 @@ def _steps(node: Node) -> list[tuple[str, dict, list]]:
         return [(node.act, {}, [("x", node.inputs[0])])]
     op = node.op if isinstance(node, Element) else "add"
     values = node.inputs[0]
-    out = [(op, {}, [("x", [values[0]]), ("x", [values[1]])])]
+    out: list[tuple[str, dict, list]] = [(op, {}, [("x", [values[0]]), ("x", [values[1]])])]
     return out + [(op, {}, [("s", -1), ("x", [v])]) for v in values[2:]]
 
 
@@ -52,7 +52,8 @@ def _reads(node: Node) -> list[Term]:
 
 def _read_whole(node: Node, users: dict[str, list[Node]]) -> bool:
     """Every operand that reads ``node`` reads its whole output alone (no slice, no sum)."""
-    return all(whole(t, node) for u in users.get(node.name, []) for t in _reads(u) if any(v.node == node.name for v in t))
+    return all(whole(t, node) for u in users.get(node.name, []) for t in _reads(u)
+               if any(v.node == node.name for v in t))
 
 
 def _group(sink: Node, nodes: dict[str, Node], users: dict[str, list[Node]], exits: set[str]) -> list[Node]:
@@ -83,7 +84,7 @@ def _fused(members: list[Node], order: dict[str, int]) -> Op:
     steps: list[dict] = []
     for m in members:
         for op, params, operands in _steps(m):
-            args = []
+            args: list[str | tuple[str, int]] = []
             for kind, ref in operands:
                 if kind == "s":
                     args.append(f"s{len(steps) - 1}")

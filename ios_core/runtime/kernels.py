@@ -11,10 +11,11 @@ and keeps the faster. The search's stage timings, the in-situ selection and the 
 model share one table, so the DP plans with the kernels that will run, and the choices
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
-Pools likewise (and the ``fused`` pointwise programs of the ``fuse_pointwise`` pass): ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
+Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
 CUDA each distinct pool is also compiled by Inductor into a Triton kernel of its own, timed
-against ATen's, and the faster kept (``triton`` in the record).
+against ATen's, and the faster kept (``triton`` in the record). So is each ``fused`` program of
+the ``fuse_pointwise`` pass: its operators one by one, or Inductor's one kernel for all of them.
 
 ``mode``: ``auto`` (time the candidates), ``cudnn`` (always the vendor library: cuDNN convs and
 ATen pools, the ablation baseline), ``gemm`` (1x1 convs as GEMM wherever the layout allows: for
