@@ -104,13 +104,13 @@ def test_unknown_pass_is_named():
 
 
 def _tiny_transformer():
-    """A patch embedding and one pre-norm block with biased multi-head attention (the bias a constant, as Swin's
-    and BEiT's relative position bias), GELU and a LayerScale, as torch.onnx exports it."""
+    """A patch embedding, a class token and one pre-norm block with biased multi-head attention (the bias a
+    constant, as Swin's and BEiT's relative position bias), GELU and a LayerScale, as torch.onnx exports it."""
     import torch
     from torch import nn
 
     class Block(nn.Module):
-        def __init__(self, dim=16, heads=2, tokens=9):
+        def __init__(self, dim=16, heads=2, tokens=10):
             super().__init__()
             self.embed = nn.Conv2d(3, dim, 4, stride=4)
             self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
@@ -118,10 +118,12 @@ def _tiny_transformer():
             self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
             self.bias = nn.Parameter(torch.randn(heads, tokens, tokens) * 0.1)
             self.gamma = nn.Parameter(torch.rand(dim))
+            self.cls = nn.Parameter(torch.randn(1, 1, dim))
             self.heads = heads
 
         def forward(self, x):
             x = self.embed(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1)
             b, n, c = x.shape
             qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
             q, k, v = qkv.unbind(0)
@@ -156,7 +158,7 @@ def test_attention_and_pointwise_groups_become_one_operator_each(tmp_path):
                    if isinstance(n, Op) and n.op == "fused"]
     assert sorted(gelu) == ["add", "div", "erf", "mul", "mul"] and scale == ["mul", "add"]  # LayerScale + residual
     (attention,) = [n for n in _nodes(out) if isinstance(n, Op) and n.op == "attention"]
-    assert attention.params["scale"] == pytest.approx(8 ** -0.5) and attention.const_shapes == [(2, 9, 9)]
+    assert attention.params["scale"] == pytest.approx(8 ** -0.5) and attention.const_shapes == [(2, 10, 10)]
     x = np.random.default_rng(2).standard_normal((2, *g.input_shape))
     want = reference_forward(g, x)
     assert rel_err(reference_forward(out, x), want) < 1e-12  # the same operators in the same order
@@ -164,3 +166,10 @@ def test_attention_and_pointwise_groups_become_one_operator_each(tmp_path):
         got = GraphModule(out).eval()(torch.tensor(x, dtype=torch.float32)).numpy()
     assert rel_err(got.reshape(want.shape), want) < 1e-5
     assert g.num_units() - out.num_units() == 4 + 4 + 1  # attention: mul, matmul, add, softmax; GELU: 4 of 5; scale
+    from onnx.reference import ReferenceEvaluator
+
+    from ios_core.onnx.export import export_onnx
+
+    exported = export_onnx(out)  # the compound operators as their ONNX operators, the class token over the batch
+    got = ReferenceEvaluator(exported).run(None, {exported.graph.input[0].name: x.astype(np.float32)})[0]
+    assert rel_err(got.reshape(want.shape), want) < 1e-5

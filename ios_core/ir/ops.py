@@ -352,9 +352,15 @@ def _batched(xs: list, lib) -> list:
     return [x if x.ndim == full else x.expand((n, *x.shape)) for x in xs]
 
 
+def _export_concat(ex, xs, p) -> str:
+    tensor = next(x for x in xs if not ex.is_const(x))
+    return ex.emit("Concat", [ex.batched(x, tensor) if ex.is_const(x) else x for x in xs], "concat",
+                   axis=p["axis"] + 1)
+
+
 register(OpDef("concat", None, _concatenated, lambda xs, p: np.concatenate(_batched(xs, np), axis=p["axis"] + 1),
                lambda xs, p: _torch().cat(_batched(xs, _torch()), dim=p["axis"] + 1), "Concat",
-               lambda p: {"axis": p["axis"] + 1}, macs=lambda s, o, p: 0))
+               export=_export_concat, macs=lambda s, o, p: 0))
 
 
 def _padded(shapes: Sequence[Shape], p: Params) -> Shape:

@@ -35,6 +35,16 @@ class OnnxExporter(Interpreter[str]):
         self.inits.append(numpy_helper.from_array(np.asarray(array), name))
         return name
 
+    def is_const(self, name: str) -> bool:
+        return any(t.name == name for t in self.inits)
+
+    def batched(self, const: str, like: str) -> str:
+        """A per-sample constant (no batch axis) repeated over the batch of the tensor ``like``."""
+        array = numpy_helper.to_array(next(t for t in self.inits if t.name == const))
+        batch = self.emit("Shape", [like], "batch", start=0, end=1)
+        shape = self.emit("Concat", [batch, self.const("shape", np.array(array.shape, np.int64))], "batch", axis=0)
+        return self.emit("Expand", [self.const(f"{const}_b", array[None]), shape], "batch")
+
     def emit(self, op: str, inputs: list[str], hint: str, **attrs) -> str:
         out = self._name(hint)
         self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
