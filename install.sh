@@ -10,7 +10,8 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 .venv/bin/python -m pip install -q --upgrade pip
 # shellcheck disable=SC2086
 .venv/bin/python -m pip install -q $TORCH_SPEC
-.venv/bin/python -m pip install -q -e ".[all,dev]"
+# ranges in pyproject.toml, the versions CI tests in constraints.txt
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[all,dev]"
 # the MLflow UI test drives a headless Chromium: Debian's packages, where this user may install them
 if [ -z "${SKIP_BROWSER:-}" ] && ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
    && [ "$(id -u)" = 0 ]; then

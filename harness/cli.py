@@ -26,7 +26,7 @@ from .lifecycle import THIS
 from .machine.environment import resolve_device
 from .models import zoos
 from .multirun.callbacks import job_sweep_info
-from .plugins import aliases, backend_table, check_runnable, get_backend, register_configs
+from .plugins import BROKEN, aliases, backend_table, check_runnable, get_backend, register_configs
 from .records import sweeps
 from .records.store import StoreError
 from .spec import check_results_dir
@@ -128,6 +128,10 @@ def _checked_argv(argv: list[str]) -> list[str]:
             else a for a in argv]
     for arg in argv:  # a config group takes a plain name: never a path out of conf/
         key, _, value = arg.lstrip("+~").partition("=")
+        broken = [BROKEN[v] for v in value.split(",") if key == "backend" and v in BROKEN]
+        if broken:  # asked for by name: why its plugin did not load (the other backends are unaffected)
+            print(f"error: {broken[0]}", file=sys.stderr)
+            sys.exit(2)
         if key in GROUPS and ("/" in value or ".." in value or "\\" in value):
             print(f"error: {key}={value!r} is not a {key} name: use a plain name (see conf/{key}/), "
                   f"not a path", file=sys.stderr)

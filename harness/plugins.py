@@ -5,6 +5,7 @@ dataclasses with Hydra's ConfigStore before composition."""
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 from functools import cache
 
@@ -19,15 +20,29 @@ from .hookspecs import PROJECT
 ENTRY_POINT_GROUP = "harness.backends"
 
 
+#: entry-point name -> why its plugin failed to load (one line); the other plugins load and run
+BROKEN: dict[str, str] = {}
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    """Each plugin of the entry-point group on its own: one that does not import (a third-party bug, a
+    package missing from an install) is kept in :data:`BROKEN` with its reason, and every other backend
+    still runs; asking for the broken one says why."""
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if pm.get_plugin(ep.name) is not None or ep.name in BROKEN:
+            continue
+        try:
+            pm.register(ep.load(), name=ep.name)
+        except Exception as exc:  # noqa: BLE001 - named in one line where it is asked for
+            BROKEN[ep.name] = (f"the plugin {ep.name!r} ({ep.value}) of the {ENTRY_POINT_GROUP!r} entry-point group "
+                               f"failed to load: {type(exc).__name__}: {exc}")
+
+
 @cache
 def plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
-    try:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-    except Exception as exc:  # a third-party plugin that does not import: name it, one line
-        raise BackendError(f"a plugin of the {ENTRY_POINT_GROUP!r} entry-point group failed to load: "
-                           f"{type(exc).__name__}: {exc}") from None
+    _load_entry_points(pm)
     for mod in filter(None, (m.strip() for m in os.environ.get("HARNESS_PLUGINS", "").split(","))):
         if pm.get_plugin(mod) is not None:  # also an entry point of that name
             continue
@@ -90,6 +105,8 @@ def get_backend(name: str) -> type[Backend]:
     try:
         return backends()[name]
     except KeyError:
+        if name in BROKEN:
+            raise BackendError(BROKEN[name]) from None
         raise BackendError(f"unknown backend {name!r}; choose one of: {', '.join(backends())}") from None
 
 
@@ -129,6 +146,8 @@ def backend_table() -> list[tuple[str, str, str, str, str, str]]:
         install = cls.install or (f"pip install -e '.[{cls.extra}]'" if cls.extra else "(core)")
         gpu = cls.gpu_run or ("fakes only" if "cuda" in cls.devices else "-")
         rows.append((name, ",".join(cls.devices), status, install, gpu, cls.runs))
+    rows += [(name, "-", f"broken: {why.split(' failed to load: ', 1)[-1]}", "-", "-", "its plugin did not load")
+             for name, why in sorted(BROKEN.items()) if name not in backends()]
     return rows
 
 
