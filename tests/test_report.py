@@ -311,6 +311,14 @@ def test_compare_two_sweeps_job_by_job_with_the_ci_and_a_verdict(tmp_path, capsy
     assert (tmp_path / "cmp" / "compare.csv").read_text().startswith("job,baseline ms,candidate ms,speed-up,verdict")
     assert main(["--compare", "aaa", "aaa", "--results-dir", str(tmp_path)]) == 2
     assert "two different sweeps" in capsys.readouterr().err
+    # as a CI gate: the candidate's regressions beyond the noise and the threshold fail the command
+    assert main(["--compare", "aaa", "bbb", "--results-dir", str(tmp_path), "--fail-on-slowdown", "5%"]) == 0
+    assert main(["--compare", "bbb", "aaa", "--results-dir", str(tmp_path), "--fail-on-slowdown", "5%"]) == 1
+    err = capsys.readouterr().err
+    assert "slower: a batch=1: 100.0% beyond the noise (threshold 5%)" in err and "batch=8" not in err
+    assert main(["--compare", "bbb", "aaa", "--results-dir", str(tmp_path), "--fail-on-slowdown", "150"]) == 0
+    assert main(["--compare", "bbb", "aaa", "--results-dir", str(tmp_path), "--fail-on-slowdown", "x"]) == 2
+    assert "give a percentage such as 5%" in capsys.readouterr().err
 
 
 def test_two_sweeps_of_the_same_jobs_get_a_column_each_and_their_own_folder(tmp_path):

@@ -7,7 +7,7 @@ import sys
 
 from ..config import ConfigError, TrackingConfig
 from .build import build_report
-from .compare import compare
+from .compare import compare, parse_threshold
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,11 +25,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs=2, metavar=("BASELINE", "CANDIDATE"),
                     help="two sweep ids (or study names): their shared jobs side by side, the speed-up of the "
                          "candidate with its CI and whether it is beyond the noise; writes compare.csv with --out")
+    ap.add_argument("--fail-on-slowdown", metavar="PCT", default=None,
+                    help="with --compare: exit 1 when a job of the candidate is slower than the baseline beyond the "
+                         "noise (both CIs) by more than PCT (e.g. 5%%): a gate for CI jobs")
     args = ap.parse_args(argv)
     if bool(args.compare) == bool(args.name):
         ap.error("name a study or sweep id (a report), or --compare BASELINE CANDIDATE")
     if args.compare:
-        return _compare(args.results_dir, args.compare[0], args.compare[1], args.out)
+        return _compare(args.results_dir, args.compare[0], args.compare[1], args.out, args.fail_on_slowdown)
+    if args.fail_on_slowdown is not None:
+        ap.error("--fail-on-slowdown goes with --compare BASELINE CANDIDATE")
     try:
         folder = build_report(args.name, args.results_dir, args.out, args.baseline, log=not args.no_mlflow)
     except ConfigError as exc:
@@ -40,20 +45,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _compare(results_dir: str, baseline: str, candidate: str, out: str | None) -> int:
+def _compare(results_dir: str, baseline: str, candidate: str, out: str | None, fail_on: str | None) -> int:
     from pathlib import Path
 
     try:
-        table = compare(results_dir, baseline, candidate)
+        threshold = parse_threshold(fail_on) if fail_on is not None else None
+        result = compare(results_dir, baseline, candidate)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(table.markdown())
+    print(result.table.markdown())
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "compare.csv").write_text(table.csv())
+        (Path(out) / "compare.csv").write_text(result.table.csv())
         print(f"written: {Path(out) / 'compare.csv'}")
-    return 0
+    if threshold is None:
+        return 0
+    worse = result.regressions(threshold)
+    for job, slowdown in worse.items():
+        print(f"slower: {job}: {100 * slowdown:.1f}% beyond the noise (threshold {100 * threshold:g}%)",
+              file=sys.stderr)
+    return 1 if worse else 0
 
 
 if __name__ == "__main__":

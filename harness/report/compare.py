@@ -1,9 +1,11 @@
 """``python -m harness.report --compare A B``: a baseline sweep against a candidate, job by job
 (as pytest-benchmark's compare): both medians with their CIs, the speed-up with its CI, and
-whether it is beyond the noise."""
+whether it is beyond the noise. With ``--fail-on-slowdown 5%`` it gates a CI job: the exit code is 1
+when a job of the candidate is slower than the baseline beyond the noise by more than that."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import ConfigError
@@ -26,7 +28,31 @@ def _keys(base: list[Run], cand: list[Run]) -> list[str]:
     return [k for k in keys if not k.startswith(("tracking.", "hydra"))]
 
 
-def compare(results_dir: str | Path, baseline: str, candidate: str) -> Table:
+@dataclass
+class Comparison:
+    """The table, and per job the candidate's slowdown (candidate / baseline - 1) where it is slower beyond
+    the CIs of both."""
+
+    table: Table
+    slower: dict[str, float] = field(default_factory=dict)
+
+    def regressions(self, threshold: float) -> dict[str, float]:
+        """The jobs slower beyond the noise by more than ``threshold`` (0.05: 5%)."""
+        return {job: s for job, s in self.slower.items() if s > threshold}
+
+
+def parse_threshold(text: str) -> float:
+    """``5%`` or ``5`` -> 0.05; a negative or unreadable threshold is a ConfigError."""
+    try:
+        value = float(text.strip().removesuffix("%")) / 100
+    except ValueError:
+        raise ConfigError(f"--fail-on-slowdown {text!r}: give a percentage such as 5%") from None
+    if value < 0:
+        raise ConfigError(f"--fail-on-slowdown {text!r}: the threshold must be >= 0%")
+    return value
+
+
+def compare(results_dir: str | Path, baseline: str, candidate: str) -> Comparison:
     """The table of the jobs the two sweeps (ids or study names) share; a job in only one of them
     is listed with ``missing`` on the other side."""
     a, b = find_sweep(results_dir, baseline), find_sweep(results_dir, candidate)
@@ -40,9 +66,12 @@ def compare(results_dir: str | Path, baseline: str, candidate: str) -> Table:
             pairs.setdefault(_key(run, keys), [None, None])[i] = run
     t = Table(f"{b['sweep_id']} (candidate) against {a['sweep_id']} (baseline): median latency", "job",
               list(pairs), COLS, geomean=False)
+    out = Comparison(t)
     for row, (ra, rb) in pairs.items():
-        _fill(t, row, ra, rb)
-    return t
+        ratio = _fill(t, row, ra, rb)
+        if ratio is not None and ratio < 1:
+            out.slower[row] = 1 / ratio - 1
+    return out
 
 
 def _cell(t: Table, row: str, col: str, run: Run | None) -> float | None:
@@ -53,11 +82,12 @@ def _cell(t: Table, row: str, col: str, run: Run | None) -> float | None:
     return value
 
 
-def _fill(t: Table, row: str, ra: Run | None, rb: Run | None) -> None:
+def _fill(t: Table, row: str, ra: Run | None, rb: Run | None) -> float | None:
+    """The row's cells; the speed-up where it is beyond the noise, else None."""
     va, vb = _cell(t, row, "baseline ms", ra), _cell(t, row, "candidate ms", rb)
     if va is None or vb is None or vb <= 0:
         t.cells[(row, "speed-up")] = t.cells[(row, "verdict")] = "-"
-        return
+        return None
     ratio = va / vb  # > 1: the candidate is faster
     a, b = (row, "baseline ms"), (row, "candidate ms")
     ci, noisy, beyond = judge_speedup(ratio, t.ci.get(a), t.ci.get(b), t.flags.get(a), t.flags.get(b))
@@ -67,3 +97,4 @@ def _fill(t: Table, row: str, ra: Run | None, rb: Run | None) -> None:
     else:
         verdict = f"{'faster' if ratio > 1 else 'slower'} ({100 * abs(ratio - 1):.1f}%)"
     t.cells[(row, "verdict")] = verdict + (", noisy" if noisy else "")
+    return ratio if beyond else None
