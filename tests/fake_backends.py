@@ -24,6 +24,20 @@ class Hang(Backend):
         time.sleep(3600)
 
 
+class HangWithWorker(Backend):
+    """Starts a worker process (as a compile pool or a tuning build would), writes its pid, then hangs."""
+
+    name = "test_hang_worker"
+
+    def prepare(self, model, batch, device, precision):
+        import subprocess
+
+        worker = subprocess.Popen(["sleep", "3600"])
+        with open(os.environ["TEST_WORKER_PID_FILE"], "w") as f:
+            f.write(str(worker.pid))
+        time.sleep(3600)
+
+
 class Boom(Backend):
     name = "test_raise"
 
@@ -67,4 +81,4 @@ class Counting(Backend):
 
 @hookimpl
 def harness_backends():
-    return [Crash, Hang, Boom, Wrong, Missing, Counting]
+    return [Crash, Hang, HangWithWorker, Boom, Wrong, Missing, Counting]

@@ -85,3 +85,18 @@ def test_an_older_pending_record_uploads_and_keeps_its_unknown_keys(tmp_path):
     done = json.loads((tmp_path / "records" / f"{OLDER['run_id']}.json").read_text())
     assert done["future_key"] == {"kept": True} and done["mlflow_run_id"]
     assert "label" not in done and not list(pending.glob("*.json"))
+
+
+def test_a_record_is_on_the_disk_before_write_json_returns(tmp_path, monkeypatch):
+    """Records and sweep state are flushed to the disk (the file, then the folder that holds its new name), so a
+    machine that goes down right after a run keeps it."""
+    import os
+
+    from harness.records.tracking import write_json
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd))[1])
+    write_json(tmp_path / "records" / "r.json", {"status": "FINISHED"})
+    assert synced[0].startswith(str(tmp_path / "records" / ".r.json.")) and synced[1] == str(tmp_path / "records")
+    assert json.loads((tmp_path / "records" / "r.json").read_text()) == {"status": "FINISHED"}

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +124,23 @@ def test_isolation(bench_cfg, backend, message):
     rec = harness.run(cfg, quiet=True)
     assert rec.status == "FAILED"
     assert message in rec.error
+
+
+def test_a_timeout_ends_every_process_the_run_started(bench_cfg, tmp_path, monkeypatch):
+    """The measuring child leads its own process group; a timeout kills the group, so a worker it started (a
+    compile pool, a tuning build) does not outlive the run."""
+    import psutil
+
+    pid_file = tmp_path / "worker.pid"
+    monkeypatch.setenv("TEST_WORKER_PID_FILE", str(pid_file))
+    rec = harness.run(bench_cfg(**{"backend.name": "test_hang_worker", "runner.isolate": True,
+                                   "runner.timeout_s": 8}), quiet=True)
+    assert rec.status == "FAILED" and "timed out after 8 s" in rec.error
+    worker = int(pid_file.read_text())
+    deadline = time.time() + 5
+    while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
+        assert time.time() < deadline, "the worker outlived its run"
+        time.sleep(0.1)
 
 
 def test_isolated_success_returns_metrics(bench_cfg):

@@ -62,6 +62,7 @@ def _child(conn, job: bytes, stop=None) -> None:
     parent-death handling is in place: unpickling a typed config imports its backend's plugin (and
     with it torch, seconds of work), and a parent killed meanwhile must not leave this process running."""
     THIS.stop = stop  # the parent asks it to stop timing and report what it has
+    os.setpgid(0, 0)  # its own process group: what it starts (compile workers, tuning builds) ends with it
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the child itself
     try:
@@ -96,6 +97,17 @@ def caller_main_hidden() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
+def end_group(proc) -> None:
+    """Kill the measuring child and every process it started (its process group, which it leads once it
+    runs; before that, the child alone)."""
+    if proc.pid is not None:
+        try:  # no group has the child's number until the child made it (a pid is never another's pgid)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.kill()
+
+
 def run_inline(fn, arg) -> Outcome:
     try:
         return Outcome(True, fn(arg))
@@ -115,7 +127,7 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
     try:
         if not recv.poll(timeout_s):
             if proc.is_alive():
-                proc.kill()
+                end_group(proc)
                 proc.join(5)
                 return Outcome(False, None, f"timed out after {timeout_s:g} s (runner.timeout_s, which includes the "
                                             "backend's preparation: an IOS search, a compile, tuning) and was killed; "
@@ -143,11 +155,10 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
                 partial = payload if status == "ok" else None
         except (EOFError, OSError, KeyboardInterrupt):
             pass
-        proc.kill()
+        end_group(proc)
         proc.join(5)
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         raise Interrupted(signum, partial) from None
     finally:
         recv.close()
-        if proc.is_alive():
-            proc.kill()
+        end_group(proc)  # also what a finished child left behind (a worker pool it did not shut down)

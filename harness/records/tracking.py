@@ -84,12 +84,22 @@ def flatten(d: Any, prefix: str = "") -> dict[str, str]:
 
 
 def write_json(path: Path, obj: dict[str, Any]) -> None:
-    """Write atomically (a temporary file of this process, then rename): a crash never leaves
-    half a file, and two processes never share a temporary file."""
+    """Write atomically and durably: a temporary file of this process, flushed to the disk, then
+    renamed over the old one and the rename itself flushed (the folder), so neither a crash of the
+    process nor of the machine leaves half a file or loses a record once this returns; two
+    processes never share a temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    with open(tmp, "w") as f:
+        f.write(json.dumps(obj, indent=1, default=str))
+        f.flush()
+        os.fsync(f.fileno())
     tmp.replace(path)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def save_record(record: Record, results_dir: str | Path, pending: bool = True) -> Path:
