@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 import types
 
 import pytest
@@ -132,3 +133,42 @@ def test_run_with_lock_on_resets(bench_cfg, monkeypatch):
     assert rec.status == "FAILED"
     assert [c[0] for c in nvml.calls] == ["lock", "reset"]
     assert rec.tags["clock_locked_mhz"] == "1590"
+
+
+class EnergyNVML(FakeNVML):
+    """NVML's energy counter (mJ since the driver loaded) and memory info, as a GPU reports them."""
+
+    def __init__(self, readings):
+        super().__init__()
+        self.readings = list(readings)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        return self.readings.pop(0)
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return types.SimpleNamespace(used=3 * 2 ** 30, total=80 * 2 ** 30, free=77 * 2 ** 30)
+
+
+def test_energy_per_inference_and_memory_from_nvml():
+    from harness.machine.usage import UsageMeter, usage_text
+
+    meter = UsageMeter("cuda", EnergyNVML([1_000_000.0, 1_000_500.0]), 0).start()
+    time.sleep(0.05)
+    meter.stop(calls=50)
+    m = meter.metrics()
+    assert m["energy_per_inference_mj"] == 10.0  # 500 mJ over 50 calls
+    assert 0 < m["power_mean_w"] <= 0.5 / 0.05  # 0.5 J over at least 50 ms
+    assert m["memory_used_nvml_mb"] == 3072.0 and m["memory_peak_mb"] == 3072.0  # no torch allocation here
+    assert m["memory_peak_rss_mb"] > 10
+    assert usage_text(m["memory_peak_mb"], m["energy_per_inference_mj"]) == "3072 MB, 10 mJ"
+    old = UsageMeter("cuda", FakeNVML(), 0).start()  # a GPU without the counter: no energy, no failure
+    old.stop(calls=5)
+    assert "energy_per_inference_mj" not in old.metrics()
+
+
+def test_a_cpu_record_has_its_peak_resident_memory(bench_cfg):
+    import harness
+
+    rec = harness.run(bench_cfg(), quiet=True)
+    assert rec.status == "FINISHED" and 10 < rec.metrics["memory_peak_rss_mb"] < 24 * 1024
+    assert "energy_per_inference_mj" not in rec.metrics and "memory_peak_mb" not in rec.metrics

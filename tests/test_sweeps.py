@@ -83,17 +83,17 @@ def test_a_failed_job_is_measured_again(bench_cfg, tmp_path):
 
 def test_table_shows_varying_overrides_and_speedup():
     entries = [
-        {"record_id": "a", "job_num": 0, "status": "FINISHED", "latency_median_ms": 2.0,
-         "overrides": ["model=m", "backend=pytorch", "batch=1"]},
+        {"record_id": "a", "job_num": 0, "status": "FINISHED", "latency_median_ms": 2.0, "memory_mb": 512.4,
+         "energy_mj": 1.234, "overrides": ["model=m", "backend=pytorch", "batch=1"]},
         {"record_id": "b", "job_num": 1, "status": "FINISHED", "latency_median_ms": 0.5,
          "overrides": ["model=m", "backend=ios", "batch=1"], "reused_in": "t0"},
         {"record_id": "c", "job_num": 2, "status": "FAILED", "latency_median_ms": None, "error": "boom\nmore",
          "overrides": ["model=m", "backend=tvm", "batch=1"]},
     ]
     rows = sweep_table.table_rows(entries, "backend:pytorch", started="t0")
-    assert rows[0] == ["0", "pytorch", "FINISHED", "2", "1.00x", ""]
-    assert rows[1] == ["1", "ios", "FINISHED", "0.5", "4.00x", "reused"]
-    assert rows[2] == ["2", "tvm", "FAILED", "-", "-", "boom"]
+    assert rows[0] == ["0", "pytorch", "FINISHED", "2", "1.00x", "512 MB, 1.23 mJ", ""]  # peak memory, energy
+    assert rows[1] == ["1", "ios", "FINISHED", "0.5", "4.00x", "-", "reused"]
+    assert rows[2] == ["2", "tvm", "FAILED", "-", "-", "-", "boom"]
     assert sweeps.swept_keys(entries) == ["backend"]
     assert sweep_table.speedups(entries, "backend:pytorch") == {"a": 1.0, "b": 4.0}
 
@@ -304,9 +304,9 @@ def test_the_table_shows_each_medians_ci_flags_and_marks_a_shaky_speedup():
     entries = [entry("pytorch", 8.77, 0.004), entry("onnxruntime", 1.0, 0.49, ["noisy", "capped"]),
                entry("ios", 4.0, 0.005), entry("tvm", 8.74, 0.004)]
     rows = sweep_table.table_rows(entries, "backend:pytorch")
-    assert rows[0][3:] == ["8.77 ±0.4%", "1.00x", ""]
-    assert rows[1][3:] == ["1 ±49.0%", "8.77x?", "noisy, capped"]  # noisy: marked
-    assert rows[2][3:] == ["4 ±0.5%", "2.19x", ""]  # far outside both CIs: significant
+    assert rows[0][3:] == ["8.77 ±0.4%", "1.00x", "-", ""]
+    assert rows[1][3:] == ["1 ±49.0%", "8.77x?", "-", "noisy, capped"]  # noisy: marked
+    assert rows[2][3:] == ["4 ±0.5%", "2.19x", "-", ""]  # far outside both CIs: significant
     assert rows[3][4] == "1.00x?"  # 0.3% apart with CIs of 0.4% each: within the noise
     from rich.console import Console
 

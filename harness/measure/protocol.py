@@ -25,6 +25,7 @@ from ..lifecycle import THIS
 from ..machine import environment
 from ..machine.clocks import ClockSampler, load_nvml, nvml_index
 from ..machine.leases import exclusive
+from ..machine.usage import UsageMeter
 from ..models import FormError, Model
 from ..plugins import check_runnable
 from ..records.record import Measurement
@@ -74,10 +75,11 @@ def _warmup(infer: Any, handle: Any, r: RunnerConfig) -> None:
                 bar.to(time.perf_counter() - t0, iterations=i)
 
 
-def _timed_loop(prep, handle, r: RunnerConfig, sampler, x=None) -> tuple[list[float], list[float], list[float], str]:
-    """Warmup, then timed iterations; returns host ms, event ms, start stamps and why it stopped
-    (a key of STOP_REASONS). Long phases show a live line (a status line when not on a terminal).
-    With ``runner.include_transfers`` each iteration also copies the input ``x`` to the device
+def _timed_loop(prep, handle, r: RunnerConfig, sampler, x=None, meter: UsageMeter | None = None
+                ) -> tuple[list[float], list[float], list[float], str]:
+    """Warmup, then timed iterations (the usage ``meter`` started after the warmup); returns host ms, event
+    ms, start stamps and why it stopped (a key of STOP_REASONS). Long phases show a live line (a status line
+    when not on a terminal). With ``runner.include_transfers`` each iteration also copies the input ``x`` to the device
     and the output back to the host."""
     infer, sync = prep.infer, prep.synchronize
     if r.include_transfers and x is not None:
@@ -91,6 +93,8 @@ def _timed_loop(prep, handle, r: RunnerConfig, sampler, x=None) -> tuple[list[fl
         import torch
         events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     host, gpu, stamps = [], [], []
+    if meter is not None:
+        meter.start()
     start = time.perf_counter()
     reason, last_check = "time", -1.0
     bar = Progress("measure", r.max_time_s, "s", interval=5.0)
@@ -287,10 +291,13 @@ def _time(spec: RunSpec, p: _Prepared, nvml: Any, clock_target_mhz: float,
     with exclusive():  # under the load-aware launcher: the device to itself while timing
         nvml_gpu = nvml_index(nvml, cfg.device.index)
         sampler = ClockSampler(nvml, nvml_gpu, cfg.device.sample_interval_ms / 1e3).start()
+        meter = UsageMeter(spec.device, nvml, nvml_gpu)
         try:
-            host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x)
+            host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x, meter)
         finally:
             sampler.stop()
+        meter.stop(len(host))
+    metrics.update(meter.metrics())
     if THIS.stopping():
         metrics["interrupted"] = 1.0  # the statistics below cover the samples taken until then
     mask = sampler.throttled_mask(stamps, float(clock_target_mhz or 0))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..machine.leases import summary_line
+from ..machine.usage import usage_text
 from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
 from ..records.tracking import Tracker, mlflow_available
 from ..stats import judge_speedup
@@ -115,7 +116,8 @@ def _latency_cell(e: dict[str, Any]) -> str:
 
 def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str | None = None) -> list[list[str]]:
     """One row per job: number, job (the values of the swept keys, see :func:`swept_keys`), status,
-    latency with its CI, speed-up over the baseline, note (flags: noisy, capped; why a job failed)."""
+    latency with its CI, speed-up over the baseline, peak memory and energy per inference, note (flags:
+    noisy, capped; why a job failed)."""
     keys = swept_keys(entries)
     several_gpus = bool(gpus_used(entries))
     rows = []
@@ -131,7 +133,8 @@ def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str |
         given = dict(o.partition("=")[::2] for o in e.get("overrides", []))
         varying = [given[k] for k in keys if k in given]  # what tells the jobs apart
         rows.append([str(e.get("job_num", "")), " ".join(varying) or str(e.get("run_name")),
-                     e.get("status", "?"), _latency_cell(e), _speedup_cell(e, base), note])
+                     e.get("status", "?"), _latency_cell(e), _speedup_cell(e, base),
+                     usage_text(e.get("memory_mb"), e.get("energy_mj")), note])
         if several_gpus:  # the load-aware launcher shared several GPUs out: which one measured it
             rows[-1].insert(3, str(e["gpu"]) if e.get("gpu") is not None else "-")
     return rows
@@ -166,7 +169,7 @@ def sweep_table(state: dict[str, Any], sweep_id: str, entries: list[dict[str, An
                       "±: the median's 95% CI; ?: a speed-up within the CIs or from a noisy job"
                       if baseline and any(e.get("ci_rel") is not None for e in entries) else "") if x) or None)
     speedup = f"vs {normal_baseline(baseline)}" if baseline else "speed-up"
-    cols = ["#", "job", "status", "median ms", speedup, "note"]
+    cols = ["#", "job", "status", "median ms", speedup, "memory, energy", "note"]
     if gpus_used(entries):
         cols.insert(3, "gpu")
     for col in cols:

@@ -224,6 +224,8 @@ def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, 
              "code": code_version(), "device": device_of_record(record), "attempt": sweep.get("started"),
              "gpu": record.params.get("launcher_gpu_index"),
              "ci_rel": metrics.get("latency_ci_rel_halfwidth"), "flags": quality_flags(record.tags, metrics),
+             "memory_mb": metrics.get("memory_peak_mb", metrics.get("memory_peak_rss_mb")),
+             "energy_mj": metrics.get("energy_per_inference_mj"),
              "ended": datetime.now(UTC).isoformat()}
     write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
 

@@ -34,6 +34,7 @@ KEY_METRICS = ("latency_median_ms", "latency_p90_ms", "latency_p99_ms", "through
 METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
                  ("schedule", ("predicted_", "prediction_")),  # a backend's predictions (protocol.prediction_error)
                  ("profile", ("trace_", "op_profile_")),
+                 ("usage", ("memory_", "energy_", "power_")),  # harness.machine.usage
                  ("launcher", ("launcher_",)),
                  ("device", ("sm_clock", "temperature", "throttle", "clock_")))
 

@@ -1,0 +1,86 @@
+"""What a run used besides time: peak memory, and on NVIDIA GPUs the energy of the timed calls.
+
+Memory: the peak of PyTorch's CUDA allocator where the backend allocated through it (every torch-based
+backend, IOS included; the measuring child is a fresh process, so the peak covers preparation and the
+timed loop), else the GPU's used memory as NVML reports it after the timed loop (a backend with its own
+allocator: ONNX Runtime, TensorRT, TVM, JAX); on the CPU the child's peak resident set. Energy: NVML's
+total-energy counter (mJ since the driver loaded; Volta and newer) read before and after the timed loop,
+divided by the calls made, and the mean power over the loop. The counter is the whole GPU's: another
+process on the same GPU adds its energy (the load-aware launcher gives the device to one measurement)."""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+MB = 2 ** 20
+
+
+@dataclass
+class UsageMeter:
+    """``start()`` before the timed loop, ``stop(calls)`` after it; ``metrics()`` what could be read."""
+
+    device: str
+    nvml: Any = None
+    index: int = 0
+    _energy0: float | None = field(default=None, init=False)
+    _t0: float = field(default=0.0, init=False)
+    _out: dict[str, float] = field(default_factory=dict, init=False)
+
+    def _handle(self) -> Any:
+        return self.nvml.nvmlDeviceGetHandleByIndex(self.index)
+
+    def _energy_mj(self) -> float | None:
+        if self.nvml is None:
+            return None
+        try:
+            return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle()))
+        except Exception:  # an older GPU or driver without the counter
+            return None
+
+    def start(self) -> UsageMeter:
+        self._energy0 = self._energy_mj()
+        self._t0 = time.perf_counter()
+        return self
+
+    def stop(self, calls: int) -> None:
+        elapsed = time.perf_counter() - self._t0
+        end = self._energy_mj()
+        if self._energy0 is not None and end is not None and calls > 0 and elapsed > 0 and end >= self._energy0:
+            used = end - self._energy0
+            self._out.update(energy_per_inference_mj=used / calls, power_mean_w=used / 1e3 / elapsed)
+        if self.device == "cuda":
+            self._out.update(self._device_memory())
+        self._out["memory_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+    def _device_memory(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        try:
+            import torch
+
+            peak = float(torch.cuda.max_memory_allocated()) if torch.cuda.is_initialized() else 0.0
+        except Exception:
+            peak = 0.0
+        if peak > 0:
+            out["memory_peak_torch_mb"] = peak / MB
+        if self.nvml is not None:
+            try:
+                out["memory_used_nvml_mb"] = float(self.nvml.nvmlDeviceGetMemoryInfo(self._handle()).used) / MB
+            except Exception:
+                pass
+        headline = out.get("memory_peak_torch_mb", out.get("memory_used_nvml_mb"))
+        if headline is not None:
+            out["memory_peak_mb"] = headline
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self._out)
+
+
+def usage_text(memory_mb: float | None, energy_mj: float | None) -> str:
+    """Peak memory (device memory on a GPU, resident memory on the CPU) and energy per inference."""
+    parts = ([f"{memory_mb:.0f} MB"] if memory_mb is not None else []) + \
+        ([f"{energy_mj:.3g} mJ"] if energy_mj is not None else [])
+    return ", ".join(parts) or "-"
