@@ -131,9 +131,16 @@ class RunnerConfig:
     # asks only what min_iters guarantees, so a default run has no "tails left out" note
     percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0])
     include_transfers: bool = False  # time the input's copy to the device and the output's back, as trtexec can
+    # measure the job this many times, each in a fresh measuring process (preparation included, as a user would
+    # restart): the headline is the median of the processes' medians with its CI between processes
+    processes: int = 1
 
     def __post_init__(self) -> None:
         at_least("runner.", self, 0, "warmup_iters", "min_iters", "max_iters", "check_samples")
+        at_least("runner.", self, 1, "processes")
+        if self.processes > 1 and not self.isolate:
+            raise ConfigError(f"runner.processes={self.processes} measures in fresh processes: it needs "
+                              "runner.isolate=true")
         if self.max_time_s <= 0 or self.timeout_s <= 0:
             raise ConfigError("runner.max_time_s and runner.timeout_s must be positive")
         if self.max_iters < 1 or self.min_iters > self.max_iters:

@@ -20,6 +20,7 @@ from .config import ClockLockMode, ConfigError, conf_dir, hydra_error_line
 from .machine.clocks import ClockLock, load_nvml, nvml_index
 from .machine.leases import job_stats
 from .machine.usage import usage_text
+from .measure import repeats
 from .measure.isolation import Interrupted, Outcome, run_inline, run_isolated
 from .measure.protocol import measure
 from .models import MODEL_KEYS
@@ -162,7 +163,7 @@ def _measure_locked(spec: RunSpec, record: Record) -> tuple[Outcome, Interrupted
                 target_mhz = float(lock.locked_mhz or 0)
                 record.tags["clock_locked_mhz"] = str(lock.locked_mhz)
             job = functools.partial(measure, clock_target_mhz=target_mhz)  # picklable for the spawned child
-            outcome = (run_isolated(job, spec, runner.timeout_s) if runner.isolate  # the run's spec, pickled
+            outcome = (_in_processes(job, spec) if runner.isolate  # the run's spec, pickled
                        else run_inline(job, copy.deepcopy(spec)))  # measure fills in the store
     except (KeyboardInterrupt, Interrupted) as exc:
         interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
@@ -176,6 +177,23 @@ def _measure_locked(spec: RunSpec, record: Record) -> tuple[Outcome, Interrupted
     return outcome, interrupted
 
 
+def _in_processes(job: Any, spec: RunSpec) -> Outcome:
+    """The measurement in ``runner.processes`` fresh children, one after another; the first failure is the
+    outcome (naming which process), else one measurement of them all (:func:`repeats.combine`)."""
+    runner = spec.cfg.runner
+    results: list[Measurement] = []
+    for i in range(runner.processes):
+        outcome = run_isolated(job, spec, runner.timeout_s)
+        if not outcome.ok:
+            if runner.processes > 1:
+                outcome.error = f"process {i + 1} of {runner.processes}: {outcome.error}"
+            return outcome
+        results.append(outcome.result)
+    if len(results) == 1:
+        return outcome
+    return Outcome(True, repeats.combine(results, spec.cfg.batch, runner))
+
+
 def stats_line(record: Record, results_dir: str) -> str:
     """Under the summary line, as trtexec prints: the latency statistics the run has enough samples for,
     the throughput, the CI, and where the record went."""
@@ -187,9 +205,10 @@ def stats_line(record: Record, results_dir: str) -> str:
     path = next((p for p in (base / f"{record.run_id}.json", base / "pending" / f"{record.run_id}.json")
                  if p.exists()), base / f"{record.run_id}.json")
     ci = m.get("latency_ci_rel_halfwidth")
+    between = f" between {int(m['processes'])} processes" if m.get("processes", 1) > 1 else ""
     return (f"  latency ms: {', '.join(parts)} ({int(m.get('samples', 0))} samples"
-            + (f", CI +-{100 * ci:.2f}%" if ci is not None else "") + f") | {m.get('throughput_ips', 0):.4g} images/s"
-            + f" | record {path}")
+            + (f", CI +-{100 * ci:.2f}%{between}" if ci is not None else "")
+            + f") | {m.get('throughput_ips', 0):.4g} images/s | record {path}")
 
 
 def _pct(key: str) -> float:

@@ -106,3 +106,23 @@ def significant(ratio: float, ci: float | None) -> bool:
     """Whether a speed-up ``ratio`` with relative CI half-width ``ci`` differs from 1 (no change)
     beyond its CI; unknown CIs count as significant (nothing says otherwise)."""
     return ci is None or abs(ratio - 1.0) > ratio * ci
+
+
+#: Student's t, two-sided 95%, by degrees of freedom (1..30); the normal 1.96 beyond
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def between_processes(medians_ms: list[float]) -> dict[str, float]:
+    """The spread of one job measured in several processes: the median of their medians (the headline), the
+    coefficient of variation between them, and the 95% CI half-width of their mean (Student's t) relative to
+    the headline: the interval a comparison between processes must beat."""
+    x = np.asarray(medians_ms, dtype=np.float64)
+    n = len(x)
+    med = float(np.median(x))
+    sd = float(x.std(ddof=1)) if n > 1 else 0.0
+    t = _T975[n - 2] if 2 <= n <= len(_T975) + 1 else 1.96
+    return {"latency_median_ms": med, "processes": float(n),
+            "latency_process_cv": sd / float(x.mean()) if x.mean() > 0 else 0.0,
+            "latency_process_min_ms": float(x.min()), "latency_process_max_ms": float(x.max()),
+            "latency_ci_rel_halfwidth": (t * sd / math.sqrt(n)) / med if n > 1 and med > 0 else math.inf}

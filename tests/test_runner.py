@@ -251,3 +251,32 @@ def test_a_run_prints_its_statistics_throughput_and_record_path(bench_cfg, capsy
     assert f"| {m['throughput_ips']:.4g} images/s | record " in stats and "p50" not in stats
     path = Path(re.search(r"record (\S+)$", stats).group(1))
     assert path.is_file() and path.stem == rec.run_id
+
+
+def test_processes_measure_the_job_in_fresh_processes_and_report_the_spread_between_them(bench_cfg):
+    """runner.processes=N (issue 39): N measuring children; the headline is the median of their medians and the
+    CI is the one between processes (Student's t on their mean), the within-process CI kept apart."""
+    from harness.stats import between_processes
+
+    rec = harness.run(bench_cfg(**{"runner.processes": 3, "runner.isolate": True}), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    medians = [float(v) for v in rec.params["process_medians_ms"].split(",")]
+    m = rec.metrics
+    assert len(medians) == 3 and m["processes"] == 3.0 and m["latency_median_ms"] == pytest.approx(np.median(medians), rel=1e-4)
+    assert m["latency_ci_rel_halfwidth"] == pytest.approx(between_processes(medians)["latency_ci_rel_halfwidth"],
+                                                          rel=1e-3)
+    assert "latency_within_ci_rel_halfwidth" in m and m["samples"] >= 3 * 5
+    assert any(n.startswith("median of 3 processes") for n in rec.notes)
+    assert between_processes([1.0, 1.0, 1.3])["latency_ci_rel_halfwidth"] == pytest.approx(
+        4.303 * np.std([1.0, 1.0, 1.3], ddof=1) / np.sqrt(3))
+
+
+@pytest.mark.parametrize("over, message", [({"runner.processes": 0}, "runner.processes=0 must be >= 1"),
+                                           ({"runner.processes": 2, "runner.isolate": False},
+                                            "runner.processes=2 measures in fresh processes: it needs "
+                                            "runner.isolate=true")])
+def test_processes_out_of_range_are_refused(bench_cfg, over, message):
+    from harness.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        harness.run(bench_cfg(**over), quiet=True)

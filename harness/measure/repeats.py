@@ -1,0 +1,41 @@
+"""One job measured in several processes (``runner.processes=N``): each a fresh measuring child that
+prepares the backend again, as a user who restarts would. The spread between processes (allocation,
+kernel choices, clocks, an autotuner's pick) is on the H200 some 75 times the CI one process reports
+(BENCHMARKS.md), so with N > 1 the headline is the median of the processes' medians and its CI is the
+one between processes; the within-process CI is kept under its own name."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import RunnerConfig
+from ..records.record import Measurement
+from ..stats import between_processes, summarize
+
+
+def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Measurement:
+    """One measurement of N: the first process's facts (its cold preparation, its check), the pooled
+    samples' distribution, and the headline and CI between the processes."""
+    first = results[0]
+    medians = [r.metrics["latency_median_ms"] for r in results]
+    pooled = [v for r in results for v in r.latencies_ms]
+    metrics = dict(first.metrics)
+    metrics.update(summarize(np.array(pooled), batch, tuple(float(q) for q in runner.percentiles)))
+    metrics["latency_within_ci_rel_halfwidth"] = float(np.median([r.metrics["latency_ci_rel_halfwidth"]
+                                                                  for r in results]))
+    between = between_processes(medians)
+    metrics.update(between)
+    metrics["throughput_ips"] = batch / (between["latency_median_ms"] / 1000.0)
+    metrics["optimization_cost_last_s"] = results[-1].metrics.get("optimization_cost_s", 0.0)
+    for key in ("energy_per_inference_mj", "power_mean_w", "memory_peak_mb", "memory_peak_rss_mb"):
+        values = [r.metrics[key] for r in results if key in r.metrics]
+        if values:
+            metrics[key] = float(np.median(values)) if "memory" not in key else float(max(values))
+    note = (f"median of {len(results)} processes: {100 * between['latency_process_cv']:.1f}% CV between them, "
+            f"CI ±{100 * between['latency_ci_rel_halfwidth']:.1f}% (within one: "
+            f"±{100 * metrics['latency_within_ci_rel_halfwidth']:.2f}%)")
+    params = {**first.params, "process_medians_ms": ",".join(f"{m:.5g}" for m in medians)}
+    return Measurement(metrics=metrics, env=first.env, params=params, artifacts=first.artifacts,
+                       notes=[*first.notes, note], latencies_ms=pooled,
+                       gpu_latencies_ms=[v for r in results for v in r.gpu_latencies_ms], device=first.device,
+                       display_name=first.display_name, graph_hash=first.graph_hash)
