@@ -97,3 +97,28 @@ def test_a_failed_submitit_job_fails_the_command(tmp_path):
     assert state["status"] == "FAILED"  # batch=0 is refused in its Submitit process, batch=1 still runs
     assert "FINISHED" in res.stdout  # the end-of-sweep table
     assert res.returncode == 1 and "1 run(s) failed" in res.stderr, res.stderr[-2000:]
+
+
+@pytest.mark.parametrize("extra, refused", [
+    (["device=cuda"], True),  # the GPU for every job, several jobs at once: refused
+    (["device=cpu"], False),
+])
+def test_a_parallel_local_launcher_is_refused_for_a_gpu_sweep(tmp_path, extra, refused):
+    from harness.multirun.callbacks import overlapping_launcher
+
+    cfg = compose_with_hydra(["hydra/launcher=submitit_local", f"tracking.results_dir={tmp_path}", *extra])
+    why = overlapping_launcher(cfg)
+    if refused:
+        assert why is not None and why.startswith("hydra/launcher=submitit_local runs several jobs at once")
+        assert "use hydra/launcher=loadaware (jobs share the CPUs, each measurement has the GPU to itself)" in why
+    else:
+        assert why is None
+
+
+def test_a_gpu_sweep_on_submitit_local_stops_in_one_line_before_any_job(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "harness", "-m", "hydra/launcher=submitit_local", "model=sample",
+                          "backend=null", "batch=1,2", "runner=quick", "device=cuda",
+                          f"tracking.results_dir={tmp_path}"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "error: hydra/launcher=submitit_local runs several jobs at once" in res.stderr
+    assert not (tmp_path / "records").exists()

@@ -48,6 +48,34 @@ def _identity(config: Any) -> dict[str, str]:
                                  sweep_device(config), launcher)
 
 
+#: launchers that run several jobs at once on this machine -> the option that makes them run one at a time (Submitit's
+#: local executor starts every job of the sweep at once and has none)
+PARALLEL_LAUNCHERS = {"submitit_launcher.LocalLauncher": None, "joblib_launcher.JoblibLauncher": "n_jobs"}
+
+
+def overlapping_launcher(config: Any) -> str | None:
+    """Why this sweep would measure on a GPU with other jobs at once (a launcher that runs jobs in parallel on
+    this machine, with a GPU in the base config or a swept device), or None. Measurements never overlap in the
+    harness's own launchers (the load-aware launcher gives each measurement the GPU alone)."""
+    launcher = config.hydra.launcher
+    target = str(launcher.get("_target_", ""))
+    kind = next((k for k in PARALLEL_LAUNCHERS if target.endswith(k)), None)
+    if kind is None:
+        return None
+    option = PARALLEL_LAUNCHERS[kind]
+    if option is not None and launcher.get(option) == 1:  # one job at a time: nothing overlaps
+        return None
+    swept = [o.partition("=")[2] for o in config.hydra.overrides.get("task", [])
+             if o.lstrip("+~").partition("=")[0] in ("device", "device.type")]
+    devices = {sweep_device(config), *(v for o in swept for v in o.split(","))}
+    if not any(d.startswith("cuda") for d in devices):
+        return None
+    name = "submitit_local" if option is None else "joblib"
+    return (f"hydra/launcher={name} runs several jobs at once on this machine, so measurements on the GPU would "
+            f"overlap and slow each other: use hydra/launcher=loadaware (jobs share the CPUs, each measurement has "
+            f"the GPU to itself)" + (f", or run one job at a time with hydra.launcher.{option}=1" if option else ""))
+
+
 class SweepCallback(Callback):
     """Owns the :class:`~harness.lifecycle.Sweep` of the multirun Hydra runs (one callback object
     sees both its start and its end)."""
@@ -55,6 +83,10 @@ class SweepCallback(Callback):
     sweep: Sweep | None = None
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        overlap = overlapping_launcher(config)
+        if overlap:  # before anything is written: Hydra turns a callback's exception into a warning
+            print(f"error: {overlap}", file=sys.stderr)
+            raise SystemExit(2)
         results_dir = config.tracking.results_dir
         info = _identity(config)
         info["study"] = str(config.get("sweep", {}).get("study", "") or "")
