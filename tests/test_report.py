@@ -333,3 +333,18 @@ def test_two_sweeps_of_the_same_jobs_get_a_column_each_and_their_own_folder(tmp_
     assert "| a | 2.000 ±0.4% | 4.000 ±0.4% | 3.000 ±0.4% | 6.000 ±0.4% |" in md  # nothing overwritten
     alone = build_report("s1", tmp_path, log=False)
     assert alone.name == "sweep-s1" and "IOS-Both [s1]" not in (alone / "report.md").read_text()
+
+
+def test_the_report_has_a_usage_table_for_runs_that_measured_memory_and_energy():
+    from harness.report.runs import Run
+    from harness.report.tables import usage_table
+
+    def run(label, metrics):
+        return Run({"status": "FINISHED", "label": label, "config": {"model": {"name": "m"}, "batch": 1},
+                    "metrics": {"latency_median_ms": 1.0, **metrics}}, ["model=m", "batch=1"])
+
+    assert usage_table([run("PyTorch", {"memory_peak_rss_mb": 300.0})]) is None  # CPU runs: no table
+    t = usage_table([run("IOS-Both", {"memory_peak_mb": 512.0, "energy_per_inference_mj": 12.5,
+                                      "power_mean_w": 250.0}), run("ORT", {"memory_peak_mb": 900.0})])
+    assert t is not None and t.rows == ["m IOS-Both bs1", "m ORT bs1"]
+    assert t.text("m IOS-Both bs1", "energy mJ / inference") == "12.500" and t.text("m ORT bs1", "mean power W") == "-"

@@ -29,6 +29,7 @@ from .tables import (
     launcher_table,
     op_table,
     separate_sweeps,
+    usage_table,
 )
 
 #: how to read a cell, printed above the tables
@@ -101,7 +102,8 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     tables = build_tables(runs, layout, baseline) if runs else []
 
     extra = [t for tables in plugin_manager().hook.harness_report_tables(runs=runs, layout=layout) for t in tables]
-    extra += [op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))), gpu_table(runs)]
+    extra += [op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))), gpu_table(runs),
+              usage_table(runs)]
     tables += [t for t in extra if t is not None]
     md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
           f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "

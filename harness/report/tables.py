@@ -308,3 +308,25 @@ def gpu_table(runs: list[Run]) -> Table | None:
                         (name, "waited s"): float(run.record.get("metrics", {}).get("launcher_wait_s", 0)),
                         (name, "exclusive s"): float(run.record.get("metrics", {}).get("launcher_exclusive_s", 0))})
     return t
+
+
+#: what a run used (harness.machine.usage): column -> metric
+USAGE = {"peak memory MB": "memory_peak_mb", "energy mJ / inference": "energy_per_inference_mj",
+         "mean power W": "power_mean_w"}
+
+
+def usage_table(runs: list[Run]) -> Table | None:
+    """Peak device memory, energy per inference and mean power of each finished job, where the runs measured
+    them (GPU runs: NVML and PyTorch's allocator); None for a sweep without them (CPU runs)."""
+    measured = [r for r in runs if any(r.metric(m) is not None for m in USAGE.values())]
+    if not measured:
+        return None
+    t = Table("what each job used (GPU memory, energy of the timed calls)", "job", [], list(USAGE), digits=3,
+              geomean=False)
+    for run in measured:
+        name = f"{run.value('model')} {run.label} bs{run.value('batch')}"
+        t.rows.append(name)
+        for col, key in USAGE.items():
+            v = run.metric(key)
+            t.cells[(name, col)] = v if v is not None else "-"
+    return t
