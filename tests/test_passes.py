@@ -104,8 +104,9 @@ def test_unknown_pass_is_named():
 
 
 def _tiny_transformer():
-    """A patch embedding, a class token and one pre-norm block with biased multi-head attention (the bias a
-    constant, as Swin's and BEiT's relative position bias), GELU and a LayerScale, as torch.onnx exports it."""
+    """A patch embedding, a class token and one pre-norm block with biased and masked multi-head attention (two
+    constants added, as Swin's relative position bias and shifted-window mask), GELU and a LayerScale, as
+    torch.onnx exports it."""
     import torch
     from torch import nn
 
@@ -119,6 +120,7 @@ def _tiny_transformer():
             self.bias = nn.Parameter(torch.randn(heads, tokens, tokens) * 0.1)
             self.gamma = nn.Parameter(torch.rand(dim))
             self.cls = nn.Parameter(torch.randn(1, 1, dim))
+            self.register_buffer("mask", torch.triu(torch.full((tokens, tokens), -100.0), 1))  # Swin: a 2nd add
             self.heads = heads
 
         def forward(self, x):
@@ -127,7 +129,7 @@ def _tiny_transformer():
             b, n, c = x.shape
             qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
             q, k, v = qkv.unbind(0)
-            attn = ((q * (c // self.heads) ** -0.5) @ k.transpose(-2, -1) + self.bias).softmax(-1)
+            attn = ((q * (c // self.heads) ** -0.5) @ k.transpose(-2, -1) + self.bias + self.mask).softmax(-1)
             x = x + self.proj((attn @ v).transpose(1, 2).reshape(b, n, c))
             h = self.fc1(self.norm2(x))
             h = h * 0.5 * (1.0 + torch.erf(h / 1.4142135623730951))  # GELU as timm's models export it
@@ -165,7 +167,7 @@ def test_attention_and_pointwise_groups_become_one_operator_each(tmp_path):
     with torch.no_grad():  # PyTorch's fused attention on the CPU
         got = GraphModule(out).eval()(torch.tensor(x, dtype=torch.float32)).numpy()
     assert rel_err(got.reshape(want.shape), want) < 1e-5
-    assert g.num_units() - out.num_units() == 4 + 4 + 1  # attention: mul, matmul, add, softmax; GELU: 4 of 5; scale
+    assert g.num_units() - out.num_units() == 5 + 4 + 1  # attention: mul, matmul, 2 adds, softmax; GELU: 4 of 5; scale
     from onnx.reference import ReferenceEvaluator
 
     from ios_core.onnx.export import export_onnx

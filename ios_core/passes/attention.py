@@ -1,9 +1,9 @@
-"""``softmax(q @ kt * scale [+ mask]) @ v`` becomes one ``attention`` operator.
+"""``softmax(q @ kt * scale [+ masks]) @ v`` becomes one ``attention`` operator.
 
 A transformer's attention imports as a matrix product of the queries and the transposed keys (each
 often scaled by a constant first: timm exports ``scaled_dot_product_attention`` as a Mul by
-sqrt(scale) on both sides), an optional additive constant (Swin's and BEiT's relative position bias,
-shifted-window masks), a softmax on the last axis and a product with the values: four to six kernels
+sqrt(scale) on both sides), additive constants (Swin's and BEiT's relative position bias, and Swin's
+shifted-window mask after it: summed into one), a softmax on the last axis and a product with the values: four to six kernels
 and an (L, S) score matrix in memory per head. As one operator the CUDA runtime calls PyTorch's fused
 attention (flash or memory-efficient), which never materializes the scores; the float64 reference
 computes the same formula step by step. The absorbed nodes must have no other reader."""
@@ -49,12 +49,13 @@ def run(graph: Graph) -> int:
         absorbed: list[Node] = [soft]
         post, mask = 1.0, None
         scores = sole(soft.inputs[0], soft)
-        while isinstance(scores, Op) and scores.op in ("mul", "add"):  # scalings and one additive constant
+        while isinstance(scores, Op) and scores.op in ("mul", "add"):  # scalings and additive constants
             k = _scalar(scores)
             if k is not None:
                 post *= k
-            elif scores.op == "add" and mask is None and len(scores.inputs) == 1 and len(scores.consts) == 1:
-                mask = np.asarray(scores.consts[0], np.float32) * post  # the scalings after it scale it too
+            elif scores.op == "add" and len(scores.inputs) == 1 and len(scores.consts) == 1:
+                c = np.asarray(scores.consts[0], np.float32) * post  # the scalings after it scale it too
+                mask = c if mask is None else mask + c  # Swin's shifted windows: position bias, then the shift mask
             else:
                 break
             absorbed.append(scores)
