@@ -4,9 +4,9 @@ A transformer's attention imports as a matrix product of the queries and the tra
 often scaled by a constant first: timm exports ``scaled_dot_product_attention`` as a Mul by
 sqrt(scale) on both sides), additive constants (Swin's and BEiT's relative position bias, and Swin's
 shifted-window mask after it: summed into one), a softmax on the last axis and a product with the
-values: four to six kernels and an (L, S) score matrix in memory per head. As one operator the CUDA runtime calls PyTorch's fused
-attention (flash or memory-efficient), which never materializes the scores; the float64 reference
-computes the same formula step by step. The absorbed nodes must have no other reader."""
+values: four to six kernels and an (L, S) score matrix in memory per head. As one operator the CUDA
+runtime calls PyTorch's fused attention (flash or memory-efficient), which never materializes the
+scores; the float64 reference computes the same formula step by step. The absorbed nodes must have no other reader."""
 
 from __future__ import annotations
 
