@@ -16,9 +16,6 @@ from ..ir import Graph
 from ..ir.nodes import Activation, Element, Identity, Node, Op, Term
 from .users import block_exits, consumers, drop, whole
 
-#: an operand of a member: ("x", term) read from a node, or ("k", j) the member's constant j
-Operand = tuple[str, "Term | int"]
-
 
 def _sum(node: Node) -> bool:
     """An identity node that adds the values of its one term (a residual sum), not a concatenation."""

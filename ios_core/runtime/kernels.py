@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import weakref
 from collections.abc import Callable
 from typing import cast
 
@@ -102,9 +103,15 @@ def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
     return cast(Callable[[torch.Tensor], torch.Tensor], torch.compile(pool, dynamic=False, fullgraph=True))
 
 
+#: a fused node -> its program as text, made once (the eager runtime asks for the signature on every call)
+_PROGRAMS: weakref.WeakKeyDictionary[Op, str] = weakref.WeakKeyDictionary()
+
+
 def fused_signature(node: Op, xs: list[torch.Tensor]) -> tuple:
     """A fused program on its operands: compiled once per program, shapes, strides and dtype."""
-    program = json.dumps(node.params["steps"], sort_keys=True, default=str)
+    program = _PROGRAMS.get(node)
+    if program is None:
+        program = _PROGRAMS[node] = json.dumps(node.params["steps"], sort_keys=True, default=str)
     return ("fused", program, *((tuple(x.shape), tuple(x.stride())) for x in xs), xs[0].dtype)
 
 
@@ -139,7 +146,7 @@ class KernelTable:
         self.choices: dict[str, str] = dict(choices or {})
         self.timings: dict[str, dict[str, float]] = {}
         self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
-        self.compiled: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}  # key -> Triton pool
+        self.compiled: dict[str, Callable[..., torch.Tensor]] = {}  # key -> Triton pool or fused program
         self.timed = 0
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
@@ -158,11 +165,18 @@ class KernelTable:
             return "aten"
         return self._choose(sig_text(pool_signature(node, x)), POOL_IMPLS, x, run)
 
-    def compiled_pool(self, node: Pool, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
-        key = sig_text(pool_signature(node, x))
-        if key not in self.compiled:
-            self.compiled[key] = triton_pool(node)
-        return self.compiled[key]
+    def run_compiled(self, key: str, make: Callable[[], Callable[..., torch.Tensor]], args: tuple,
+                     fallback: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The Triton kernel chosen for ``key`` (compiled by ``make`` on first use) on ``args``; where it
+        fails (a Dynamo or Inductor limit), ``fallback`` now and ATen's from then on, the reason kept."""
+        try:
+            if key not in self.compiled:
+                self.compiled[key] = make()
+            return self.compiled[key](*args)
+        except Exception as exc:  # noqa: BLE001 - the reason goes to the record (kernel_choice.json)
+            self.choices[key] = "aten"
+            self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return fallback()
 
     def fused_impl(self, node: Op, xs: list[torch.Tensor], run: Callable[[str], torch.Tensor]) -> str:
         """The operators one by one (``aten``) or Inductor's one kernel (``triton``) for a fused program on
@@ -171,16 +185,6 @@ class KernelTable:
             return "aten"
         return self._choose(sig_text(fused_signature(node, xs)), POOL_IMPLS, xs[0], run)
 
-    def compiled_fused(self, node: Op, xs: list[torch.Tensor]) -> Callable[..., torch.Tensor]:
-        key = sig_text(fused_signature(node, xs))
-        if key not in self.compiled:
-            self.compiled[key] = triton_fused(node)
-        return self.compiled[key]
-
-    def demote(self, key: str, exc: Exception) -> None:
-        """A Triton kernel that failed when it ran: ATen's from now on, and the reason kept."""
-        self.choices[key] = "aten"
-        self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
 
     def _choose(self, key: str, impls: tuple[str, str], x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """A remembered choice, or the candidates timed (the first, the vendor's, on a tie or

@@ -12,7 +12,7 @@ from ..interpreters.base import Interpreter
 from ..interpreters.torch import TorchOps, torch_activation, torch_pool
 from ..ir import Graph, Node
 from ..ir.nodes import Conv, Linear, Op, Pool, Sequential
-from .kernels import KernelTable, conv_gemm, fused_signature, pool_signature, sig_text
+from .kernels import KernelTable, conv_gemm, fused_signature, pool_signature, sig_text, triton_fused, triton_pool
 
 Params = dict[str, tuple[torch.Tensor | None, ...]]  # a node's arrays, see interpreters.base.node_params
 
@@ -58,10 +58,8 @@ class RuntimeOps(TorchOps):
     def pool(self, impl: str, node: Pool, x):
         """``node`` on ``x`` with ATen's kernel or its own Triton kernel (see :mod:`.kernels`)."""
         if impl == "triton" and self.kernels is not None:
-            try:
-                return self.kernels.compiled_pool(node, x)(x)
-            except Exception as exc:  # noqa: BLE001 - e.g. a Dynamo limit: ATen's kernel from here on, noted
-                self.kernels.demote(sig_text(pool_signature(node, x)), exc)
+            return self.kernels.run_compiled(sig_text(pool_signature(node, x)), lambda: triton_pool(node), (x,),
+                                             lambda: torch_pool(node, x))
         return torch_pool(node, x)
 
     def visit_op(self, node: Op, xs):
@@ -74,10 +72,8 @@ class RuntimeOps(TorchOps):
     def fused(self, impl: str, node: Op, operands: list):
         """A fused pointwise program: its operators one by one, or Inductor's one kernel (see :mod:`.kernels`)."""
         if impl == "triton" and self.kernels is not None:
-            try:
-                return self.kernels.compiled_fused(node, operands)(*operands)
-            except Exception as exc:  # noqa: BLE001 - e.g. an Inductor limit: the eager program from here on, noted
-                self.kernels.demote(sig_text(fused_signature(node, operands)), exc)
+            return self.kernels.run_compiled(sig_text(fused_signature(node, operands)), lambda: triton_fused(node),
+                                             tuple(operands), lambda: node.opdef.torch(operands, node.params))
         return node.opdef.torch(operands, node.params)
 
 
