@@ -128,7 +128,7 @@ def _checked_argv(argv: list[str]) -> list[str]:
             else a for a in argv]
     for arg in argv:  # a config group takes a plain name: never a path out of conf/
         key, _, value = arg.lstrip("+~").partition("=")
-        broken = [BROKEN[v] for v in value.split(",") if key == "backend" and v in BROKEN]
+        broken = [BROKEN[v].message(v) for v in value.split(",") if key == "backend" and v in BROKEN]
         if broken:  # asked for by name: why its plugin did not load (the other backends are unaffected)
             print(f"error: {broken[0]}", file=sys.stderr)
             sys.exit(2)

@@ -8,6 +8,7 @@ import importlib
 import importlib.metadata
 import os
 from functools import cache
+from typing import NamedTuple
 
 import pluggy
 
@@ -20,8 +21,19 @@ from .hookspecs import PROJECT
 ENTRY_POINT_GROUP = "harness.backends"
 
 
-#: entry-point name -> why its plugin failed to load (one line); the other plugins load and run
-BROKEN: dict[str, str] = {}
+class Broken(NamedTuple):
+    """A plugin of the entry-point group that failed to load: what it points at and why it failed."""
+
+    target: str  # the entry point's value (module or module:object)
+    reason: str  # the exception, one line
+
+    def message(self, name: str) -> str:
+        return f"the plugin {name!r} ({self.target}) of the {ENTRY_POINT_GROUP!r} entry-point group failed to load: " \
+            f"{self.reason}"
+
+
+#: entry-point name -> its plugin's failure; the other plugins load and run
+BROKEN: dict[str, Broken] = {}
 
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
@@ -34,8 +46,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         try:
             pm.register(ep.load(), name=ep.name)
         except Exception as exc:  # noqa: BLE001 - named in one line where it is asked for
-            BROKEN[ep.name] = (f"the plugin {ep.name!r} ({ep.value}) of the {ENTRY_POINT_GROUP!r} entry-point group "
-                               f"failed to load: {type(exc).__name__}: {exc}")
+            BROKEN[ep.name] = Broken(ep.value, f"{type(exc).__name__}: {exc}")
 
 
 @cache
@@ -106,7 +117,7 @@ def get_backend(name: str) -> type[Backend]:
         return backends()[name]
     except KeyError:
         if name in BROKEN:
-            raise BackendError(BROKEN[name]) from None
+            raise BackendError(BROKEN[name].message(name)) from None
         raise BackendError(f"unknown backend {name!r}; choose one of: {', '.join(backends())}") from None
 
 
@@ -146,8 +157,8 @@ def backend_table() -> list[tuple[str, str, str, str, str, str]]:
         install = cls.install or (f"pip install -e '.[{cls.extra}]'" if cls.extra else "(core)")
         gpu = cls.gpu_run or ("fakes only" if "cuda" in cls.devices else "-")
         rows.append((name, ",".join(cls.devices), status, install, gpu, cls.runs))
-    rows += [(name, "-", f"broken: {why.split(' failed to load: ', 1)[-1]}", "-", "-", "its plugin did not load")
-             for name, why in sorted(BROKEN.items()) if name not in backends()]
+    rows += [(name, "-", f"broken: {b.reason}", "-", "-", "its plugin did not load")
+             for name, b in sorted(BROKEN.items()) if name not in backends()]
     return rows
 
 

@@ -79,6 +79,11 @@ class UsageMeter:
         return dict(self._out)
 
 
+def peak_memory_mb(metrics: dict[str, float]) -> float | None:
+    """A record's peak memory: the device's on a GPU run, else the measuring process's resident peak."""
+    return metrics.get("memory_peak_mb", metrics.get("memory_peak_rss_mb"))
+
+
 def usage_text(memory_mb: float | None, energy_mj: float | None) -> str:
     """Peak memory (device memory on a GPU, resident memory on the CPU) and energy per inference."""
     parts = ([f"{memory_mb:.0f} MB"] if memory_mb is not None else []) + \

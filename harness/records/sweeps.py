@@ -28,6 +28,7 @@ from typing import Any
 
 from ..config import ConfigError
 from ..machine.environment import current_device, device_of_record, git_state
+from ..machine.usage import peak_memory_mb
 from ..stats import quality_flags
 from . import faults
 from .record import Record
@@ -224,7 +225,7 @@ def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, 
              "code": code_version(), "device": device_of_record(record), "attempt": sweep.get("started"),
              "gpu": record.params.get("launcher_gpu_index"),
              "ci_rel": metrics.get("latency_ci_rel_halfwidth"), "flags": quality_flags(record.tags, metrics),
-             "memory_mb": metrics.get("memory_peak_mb", metrics.get("memory_peak_rss_mb")),
+             "memory_mb": peak_memory_mb(metrics),
              "energy_mj": metrics.get("energy_per_inference_mj"),
              "ended": datetime.now(UTC).isoformat()}
     write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)

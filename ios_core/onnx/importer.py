@@ -50,6 +50,11 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _key(expr: Expr) -> tuple[tuple[Value, ...], ...]:
+    """An expression as a dict key (its terms and values, in order)."""
+    return tuple(tuple(t) for t in expr)
+
+
 #: the operators that read a held-back Transpose as it is (through the batch-moving permutation)
 _LAZY_READERS = frozenset({"Transpose", "Slice", "Squeeze", "Gather"})
 
@@ -72,7 +77,7 @@ class _Importer:
         self.shapes: dict[str, Shape] = {}
         self.nodes: list[Node] = []
         self.producer: dict[str, Node] = {}  # ONNX tensor -> IR node that is exactly it
-        self.made: dict[tuple[tuple[Value, ...], ...], Value] = {}  # expression -> its Identity node's value
+        self.made: dict[tuple[tuple[Value, ...], ...], Value] = {}  # _key(expression) -> its Identity node's value
         self._count = 0
 
     # -- helpers -----------------------------------------------------------------
@@ -120,7 +125,7 @@ class _Importer:
             raise self.error(node, f"input {name!r} is a constant or unknown tensor where a feature map "
                                    f"is expected")
         expr = self.exprs[name]
-        made = self.made.get(tuple(tuple(t) for t in expr)) if len(expr) > 1 or len(expr[0]) > 1 else None
+        made = self.made.get(_key(expr))  # a sum or concatenation materialized already: its node
         return [[made]] if made is not None else expr
 
     def materialize(self, expr: Expr) -> Value:
@@ -128,7 +133,7 @@ class _Importer:
         once per expression (a pre-norm transformer's residual sum is read by its LayerNorm and by the next sum)."""
         if len(expr) == 1 and len(expr[0]) == 1:
             return expr[0][0]
-        key = tuple(tuple(t) for t in expr)
+        key = _key(expr)
         if key in self.made:
             return self.made[key]
         node = Identity(name=self.new_name(), inputs=[list(t) for t in expr])
