@@ -63,7 +63,7 @@ def _task(cfg: Any) -> str:
         elif (why := _unrunnable(cfg)) is not None:  # a sweep skips it in one line; its report says why
             job = [o for o in sweep["job_overrides"] if not o.lstrip("+~").startswith(("experiment=", "tracking."))]
             print(f"skipped: {' '.join(job)}: {why}", file=sys.stderr, flush=True)
-            sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, f"{type(why).__name__}: {why}",
+            sweeps.record_unmeasured_job(str(cfg.tracking.results_dir), sweep, f"{type(why).__name__}: {why}",
                                       status="SKIPPED", label=_label(cfg))
             return "SKIPPED"
         record = run(cfg, sweep=sweep)
@@ -74,7 +74,7 @@ def _task(cfg: Any) -> str:
         if sweep is None or isinstance(exc, StoreError):  # a single run; a store to fix first (records kept)
             sys.exit(2)
         # one bad combination does not end the sweep: it is recorded FAILED
-        sweeps.record_refused_job(str(cfg.tracking.results_dir), sweep, str(exc))
+        sweeps.record_unmeasured_job(str(cfg.tracking.results_dir), sweep, f"{type(exc).__name__}: {exc}")
         THIS.failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
         return "FAILED"
     if record.status != "FINISHED":
@@ -108,12 +108,18 @@ def _label(cfg: Any) -> str:
 
 
 def _register_launcher() -> None:
-    """Make ``hydra/launcher=loadaware`` known. Hydra discovers plugins by listing the
-    ``hydra_plugins`` folders, which misses an editable install's; registering by hand works
-    for every install."""
+    """Make ``hydra/launcher=loadaware`` known, and ``submitit_slurm`` the harness's (which waits for every
+    job). Hydra discovers plugins by listing the ``hydra_plugins`` folders, which misses an editable
+    install's; registering by hand works for every install."""
+    import importlib.util
+
     from hydra.core.plugins import Plugins
 
     Plugins.instance().register(LoadAwareLauncher)
+    if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None:  # the submitit extra
+        from .multirun import slurm
+
+        slurm.register()
 
 
 def _checked_argv(argv: list[str]) -> list[str]:

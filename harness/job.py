@@ -9,6 +9,7 @@ import contextlib
 import copy
 import functools
 import json
+import os
 import signal
 import sys
 import threading
@@ -64,6 +65,13 @@ def compose(overrides: list[str]) -> DictConfig:
         raise ConfigError(hydra_error_line(exc)) from None
 
 
+def launched_apart() -> bool:
+    """Whether this job was started by Submitit (a SLURM job, or a process of ``submitit_local``): the
+    sweep is another process's, which collects each job's return, so an interrupted job (``scancel``
+    sends SIGTERM) ends only itself and returns its KILLED record rather than ending the whole sweep."""
+    return bool(os.environ.get("SUBMITIT_EXECUTOR"))
+
+
 def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = False, *,
         overrides: list[str] | None = None) -> Record:
     """Measure one (model, backend, batch, device, precision); returns its :class:`Record`
@@ -105,11 +113,13 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     faults.point("job.saved")
     deliver(record, tr["results_dir"])
     if interrupted is not None:
-        if sweep and sweep.get("sweep_id"):
+        launched = launched_apart()
+        if sweep and sweep.get("sweep_id") and not launched:
             sweeps.close(tr["results_dir"], tracking, "KILLED")  # Hydra skips its end-of-sweep callback
         print(f"interrupted: {record.run_name} stopped by {interrupted}; its record is kept "
               f"(status KILLED) under {tr['results_dir']}/records", file=sys.stderr, flush=True)
-        raise SystemExit(128 + interrupted.signum)
+        if not launched:
+            raise SystemExit(128 + interrupted.signum)
     if not quiet:
         print(line, file=sys.stdout if outcome.ok else sys.stderr, flush=True)
         if outcome.ok:

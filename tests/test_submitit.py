@@ -38,13 +38,16 @@ def test_submitit_local_composes(tmp_path):
 
 
 def test_submitit_slurm_composes_with_cluster_settings(tmp_path):
+    from harness.multirun import slurm
+
+    slurm.register()  # as the CLI does: the harness's launcher (it waits for every job) behind Hydra's name
     cfg = compose_with_hydra(["hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=30",
                               "hydra.launcher.gpus_per_node=1", "hydra.launcher.partition=gpu",
                               "hydra.launcher.cpus_per_task=8",
                               "+hydra.launcher.additional_parameters={mail-type: END}",
                               "device=cuda", f"tracking.results_dir={tmp_path}"])
     launcher = cfg.hydra.launcher
-    assert launcher._target_ == f"{LAUNCHERS}.SlurmLauncher"
+    assert launcher._target_ == "hydra_plugins.harness_slurm.slurm_launcher.SlurmLauncher"
     assert (launcher.timeout_min, launcher.gpus_per_node, launcher.partition, launcher.cpus_per_task) == \
         (30, 1, "gpu", 8)
     assert launcher.additional_parameters == {"mail-type": "END"}
@@ -122,3 +125,24 @@ def test_a_gpu_sweep_on_submitit_local_stops_in_one_line_before_any_job(tmp_path
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert "error: hydra/launcher=submitit_local runs several jobs at once" in res.stderr
     assert not (tmp_path / "records").exists()
+
+
+@pytest.mark.parametrize("extra, refused", [
+    ([], True),  # SLURM gives no GPU unless asked: the jobs would share the node's
+    (["hydra.launcher.gpus_per_node=1"], False),
+    (["hydra.launcher.gres=gpu:1"], False),
+])
+def test_a_gpu_sweep_on_slurm_must_ask_for_a_gpu_per_job(tmp_path, extra, refused):
+    from harness.multirun import slurm
+    from harness.multirun.callbacks import overlapping_launcher
+
+    slurm.register()
+    cfg = compose_with_hydra(["hydra/launcher=submitit_slurm", "device=cuda", f"tracking.results_dir={tmp_path}",
+                              *extra])
+    why = overlapping_launcher(cfg)
+    if refused:
+        assert why == ("hydra/launcher=submitit_slurm asks SLURM for no GPU, so the jobs would share whatever GPUs "
+                       "the node shows them: add hydra.launcher.gpus_per_node=1 (each job gets a GPU of its own "
+                       "through SLURM's gres)")
+    else:
+        assert why is None

@@ -77,8 +77,19 @@ def capture(device: str, nvml=None, index: int = 0) -> dict[str, str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         env["cuda_visible_devices"] = visible
+    env.update(slurm_job())
     env.update(git_state())
     return env
+
+
+def slurm_job() -> dict[str, str]:
+    """The SLURM job that measured (``sacct -j`` and the job's log find it) and its node; nothing outside SLURM."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return {}
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return {"slurm_job_id": f"{array}_{task}" if array and task else job,
+            "slurm_node": os.environ.get("SLURMD_NODENAME", "")}
 
 
 def resolve_device(requested: str) -> str:

@@ -53,22 +53,34 @@ def _identity(config: Any) -> dict[str, str]:
 PARALLEL_LAUNCHERS = {"submitit_launcher.LocalLauncher": None, "joblib_launcher.JoblibLauncher": "n_jobs"}
 
 
+#: SLURM launchers (Hydra's and the harness's) -> the options that give each job a GPU of its own
+SLURM_LAUNCHERS = ("submitit_launcher.SlurmLauncher", "harness_slurm.slurm_launcher.SlurmLauncher")
+GPU_OPTIONS = ("gpus_per_node", "gpus_per_task", "gres")
+
+
 def overlapping_launcher(config: Any) -> str | None:
-    """Why this sweep would measure on a GPU with other jobs at once (a launcher that runs jobs in parallel on
-    this machine, with a GPU in the base config or a swept device), or None. Measurements never overlap in the
-    harness's own launchers (the load-aware launcher gives each measurement the GPU alone)."""
+    """Why this sweep would measure on a GPU with other jobs at once, or None: a launcher that runs jobs in
+    parallel on this machine, or SLURM jobs that ask for no GPU (SLURM then gives none, and without device
+    cgroups every job sees every GPU), with a GPU in the base config or a swept device. Measurements never
+    overlap in the harness's own launchers (the load-aware launcher gives each measurement the GPU alone)."""
     launcher = config.hydra.launcher
     target = str(launcher.get("_target_", ""))
+    swept = [o.partition("=")[2] for o in config.hydra.overrides.get("task", [])
+             if o.lstrip("+~").partition("=")[0] in ("device", "device.type")]
+    devices = {sweep_device(config), *(v for o in swept for v in o.split(","))}
+    if not any(d.startswith("cuda") for d in devices):
+        return None
+    if target.endswith(SLURM_LAUNCHERS):
+        extra = launcher.get("additional_parameters") or {}
+        if any(launcher.get(o) for o in GPU_OPTIONS) or any(k in extra for k in ("gres", "gpus", "gpus-per-node")):
+            return None
+        return ("hydra/launcher=submitit_slurm asks SLURM for no GPU, so the jobs would share whatever GPUs the node "
+                "shows them: add hydra.launcher.gpus_per_node=1 (each job gets a GPU of its own through SLURM's gres)")
     kind = next((k for k in PARALLEL_LAUNCHERS if target.endswith(k)), None)
     if kind is None:
         return None
     option = PARALLEL_LAUNCHERS[kind]
     if option is not None and launcher.get(option) == 1:  # one job at a time: nothing overlaps
-        return None
-    swept = [o.partition("=")[2] for o in config.hydra.overrides.get("task", [])
-             if o.lstrip("+~").partition("=")[0] in ("device", "device.type")]
-    devices = {sweep_device(config), *(v for o in swept for v in o.split(","))}
-    if not any(d.startswith("cuda") for d in devices):
         return None
     name = "submitit_local" if option is None else "joblib"
     return (f"hydra/launcher={name} runs several jobs at once on this machine, so measurements on the GPU would "

@@ -231,18 +231,25 @@ def record_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, 
     write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{job_key(plain)}.json", entry)
 
 
-def record_refused_job(results_dir: str | Path, sweep: dict[str, Any], error: str, status: str = "FAILED",
-                       label: str = "") -> None:
-    """A job refused before it could run: a bad value in one of the sweep's combinations (FAILED,
-    ``error`` a ConfigError's text), or a backend not runnable here (SKIPPED, ``error`` with its kind).
+def record_unmeasured_job(results_dir: str | Path, sweep: dict[str, Any], error: str, status: str = "FAILED",
+                          label: str = "") -> None:
+    """A job with no record of its own: refused before it could run (a bad value in one of the sweep's
+    combinations: FAILED; a backend not runnable here: SKIPPED), or lost on a cluster node (ended by
+    SLURM without a result: KILLED or FAILED). ``error`` starts with its kind ("ConfigError: ...").
     Kept in the sweep's index, so the sweep goes on and its table and report show why."""
     overrides = sweep.get("job_overrides", [])
     key = "refused-" + hashlib.sha1(" ".join(sorted(overrides)).encode()).hexdigest()[:12]
     entry = {"record_id": key, "status": status, "run_name": " ".join(overrides), "job_num": sweep.get("job_num"),
-             "overrides": overrides, "latency_median_ms": None, "label": label,
-             "error": error if status == "SKIPPED" else f"ConfigError: {error}",
+             "overrides": overrides, "latency_median_ms": None, "label": label, "error": error,
              "attempt": sweep.get("started"), "ended": datetime.now(UTC).isoformat()}
     write_json(sweep_dir(results_dir, sweep["sweep_id"]) / "jobs" / f"{key}.json", entry)
+
+
+def entered(results_dir: str | Path, sweep_id: str, overrides: list[str], attempt: str | None) -> bool:
+    """Whether this attempt of the sweep has an entry for the job with these overrides (it wrote one itself
+    before it was lost)."""
+    return any(sorted(e.get("overrides", [])) == sorted(overrides)
+               for e in job_entries(results_dir, sweep_id) if attempt is None or e.get("attempt") == attempt)
 
 
 def finished_job(results_dir: str | Path, sweep: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,17 @@
+"""``hydra/launcher=submitit_slurm``, as the harness runs it: Hydra's Submitit SLURM launcher with its
+``launch`` from :mod:`harness.multirun.slurm` (every job waited for; a job lost on the cluster entered
+in the sweep). Hydra instantiates launchers only from ``hydra_plugins``, so this shell lives here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hydra.core.utils import JobReturn
+
+from harness.multirun import slurm
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher
+
+
+class SlurmLauncher(submitit_launcher.SlurmLauncher):
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        return slurm.launch(self, job_overrides, initial_job_idx)
