@@ -11,7 +11,7 @@ from typing import Any
 from ..machine.leases import summary_line
 from ..machine.usage import usage_text
 from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
-from ..records.tracking import Tracker, mlflow_available
+from ..records.tracking import Tracker, mlflow_available, records_dir, upload_command
 from ..stats import judge_speedup
 
 
@@ -73,7 +73,8 @@ RUNS_PAGE = "runs?workflowType=machine_learning"
 
 
 def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
-    """What to run next: the MLflow UI on the sweep's store (with the page of its runs) and the report."""
+    """What to run next: the MLflow UI on the sweep's store (with the page of its runs), the upload of the
+    sweep's records that could not be logged, and the report."""
     state = read_state(results_dir, sweep_id) or {}
     lines = []
     if mlflow_available() and not untracked(state):
@@ -84,8 +85,13 @@ def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
             page = f"#/experiments/{exp_id}/{RUNS_PAGE}"
             lines.append(f"runs: {ui}  then  http://127.0.0.1:5000/{page}"
                          if uri.startswith("sqlite:") else f"runs: {uri}/{page}")
-        except Exception:  # store down: the upload line the jobs printed says what to do
+        except Exception:  # store down: the pending line below says what to do
             pass
+        pending = [e for e in job_entries(results_dir, sweep_id, state.get("started"))
+                   if (records_dir(results_dir) / "pending" / f"{e.get('record_id')}.json").exists()]
+        if pending:  # the jobs said so in their own logs, which on a cluster nobody reads
+            lines.append(f"pending: {len(pending)} record(s) not in MLflow yet (the store could not be reached); "
+                         f"send them with: {upload_command(results_dir)}")
     lines.append(f"report: python -m harness.report {sweep_id}"
                  + ("" if Path(results_dir).resolve() == Path("results").resolve()
                     else f" --results-dir {Path(results_dir).resolve()}"))
