@@ -5,6 +5,7 @@ feeds (faster_layout) is tested as a pure function."""
 import signal
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,7 +66,29 @@ def test_a_compile_past_its_deadline_fails_the_run_in_one_line(bench_cfg):
     torch._dynamo.reset()  # the interrupted compile leaves nothing behind for later tests
     assert rec.status == "FAILED"
     assert rec.error == ("BackendError: torch.compile (default) on sample did not finish in 0.05 s "
-                         "(backend.compile_timeout_s): raise it, or choose a lighter backend.compile_mode")
+                         "(backend.compile_timeout_s): raise it, choose a lighter backend.compile_mode, or time no "
+                         "Triton convolution templates: backend.autotune_conv_backends=ATEN")
+
+
+def test_inductors_options_are_checked_naming_what_it_accepts():
+    assert PyTorchConfig(autotune_conv_backends="aten", autotune_gemm_backends="ATEN,TRITON").compile_threads == 0
+    with pytest.raises(ConfigError, match=r"^backend.autotune_conv_backends='ATEN,CUTLASS': CUTLASS unknown; give a "
+                                          r"comma-separated list of ATEN, TRITON \(empty: Inductor's default\)$"):
+        PyTorchConfig(autotune_conv_backends="ATEN,CUTLASS")
+    with pytest.raises(ConfigError, match=r"^backend.compile_threads=-1 must be >= 0"):
+        PyTorchConfig(compile_threads=-1)
+
+
+def test_a_second_compile_in_a_new_process_reuses_inductors_cache_in_the_store(bench_cfg):
+    cfg = bench_cfg(**{"backend.mode": "compile", "backend.autotune_conv_backends": "ATEN", "backend.compile_threads": 1,
+                       "runner.isolate": True})  # each run in a fresh measuring process: only the disk cache is shared
+    first, second = (harness.run(cfg, quiet=True) for _ in range(2))
+    assert first.status == second.status == "FINISHED", first.error or second.error
+    folder = str(Path(cfg["tracking"]["results_dir"]) / "inductor")
+    assert first.params["inductor_cache_dir"] == folder and Path(folder, "fxgraph").is_dir()
+    assert (first.params["inductor_conv_backends"], first.params["inductor_compile_threads"]) == ("ATEN", 1)
+    assert first.metrics["inductor_fxgraph_cache_miss"] >= 1 and first.metrics["inductor_fxgraph_cache_hit"] == 0
+    assert second.metrics["inductor_fxgraph_cache_hit"] >= 1 and second.metrics["inductor_fxgraph_cache_miss"] == 0
 
 
 def test_faster_layout_keeps_the_faster_and_nchw_on_a_tie():

@@ -6,18 +6,19 @@ from typing import Any
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Model, Prepared
+from harness.backend import Backend, BackendError, Model, Prepared, store_dir
 from harness.machine.leases import exclusive
 from ios_core.runtime.target import TorchTarget, faster_layout, layout_name, parse_channels_last
 
+from . import inductor
 from .config import COMPILE_LABELS, COMPILE_MODES, LABELS, Mode, PyTorchConfig
 from .deadline import Deadline
 from .layout import time_ms
 
 __all__ = ["COMPILE_MODES", "Mode", "PyTorchBackend", "PyTorchConfig", "faster_layout"]
 
-#: one layout's ready model: (its target, infer, load_input)
-Built = tuple[TorchTarget, Callable[[Any], Any], Callable[[np.ndarray], Any]]
+#: one layout's ready model: (its target, infer, load_input, what its build records: {"params": .., "metrics": ..})
+Built = tuple[TorchTarget, Callable[[Any], Any], Callable[[np.ndarray], Any], dict[str, dict[str, Any]]]
 
 
 class PyTorchBackend(Backend[PyTorchConfig]):
@@ -53,7 +54,7 @@ class PyTorchBackend(Backend[PyTorchConfig]):
             channels_last, chosen_by = True, "default"
         else:  # CUDA eager or cudagraph: time both, keep the faster, release the other
             both = {name: self._build(model, x, device, precision, name == "nhwc") for name in ("nchw", "nhwc")}
-            times = {name: time_ms(infer, load(x)) for name, (_, infer, load) in both.items()}
+            times = {name: time_ms(infer, load(x)) for name, (_, infer, load, _) in both.items()}
             metrics.update({f"layout_{name}_ms": t for name, t in times.items()})
             keep = faster_layout(times)
             built = both.pop(keep)
@@ -74,27 +75,30 @@ class PyTorchBackend(Backend[PyTorchConfig]):
         target = TorchTarget(device, precision, channels_last)
         fn = module = target.module(model.module())  # a fresh copy: each layout casts and moves its own
         example = target.tensor(x)
+        facts: dict[str, dict[str, Any]] = {"params": {}, "metrics": {}}
         if mode == "compile":
             what = f"torch.compile ({self.cfg.compile_mode}) on {model.name}"
             # max-autotune modes time Triton and GEMM candidates on the GPU while compiling: hold it
             autotunes = "autotune" in self.cfg.compile_mode and device == "cuda"
             tuning = exclusive() if autotunes else contextlib.nullcontext()
             with Deadline(self.cfg.compile_timeout_s, what, "backend.compile_timeout_s",
-                          "raise it, or choose a lighter backend.compile_mode"), tuning, torch.inference_mode():
+                          "raise it, choose a lighter backend.compile_mode, or time no Triton convolution "
+                          "templates: backend.autotune_conv_backends=ATEN"), tuning, torch.inference_mode(), \
+                    inductor.settings(self.cfg, store_dir(self.cfg.store)) as facts:
                 fn = torch.compile(module, mode=self.cfg.compile_mode)
                 for _ in range(3):
                     fn(example)
                 target.synchronize()
         if mode == "cudagraph":
             infer, load = target.capture(fn, example)
-            return target, infer, load
-        return target, target.infer_fn(fn), target.tensor
+            return target, infer, load, facts
+        return target, target.infer_fn(fn), target.tensor, facts
 
     def _prepared(self, built: Built, mode: str, channels_last: bool, chosen_by: str,
                   metrics: dict[str, float]) -> Prepared:
-        target, infer, load = built
+        target, infer, load, facts = built
         return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
                         cuda_stream=target.stream, device_name=target.device_name(), display_name=self.label(),
                         params={"torch_mode": mode, "layout": layout_name(channels_last),
-                                "layout_chosen_by": chosen_by},
-                        metrics=metrics)
+                                "layout_chosen_by": chosen_by, **facts["params"]},
+                        metrics={**metrics, **facts["metrics"]})

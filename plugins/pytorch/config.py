@@ -18,6 +18,10 @@ class Mode(str, Enum):
 #: torch.compile's own spellings (torch._inductor.list_mode_options())
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
+#: what Inductor's max_autotune_conv_backends / max_autotune_gemm_backends accept
+AUTOTUNE_CONV = ("ATEN", "TRITON")
+AUTOTUNE_GEMM = ("ATEN", "TRITON", "CPP", "CUTLASS", "CUTEDSL", "NVGEMM", "CK", "CKTILE")
+
 LABELS = {"eager": "PyTorch", "cudagraph": "PyTorch-CUDAGraph"}
 COMPILE_LABELS = {"default": "TorchCompile", "reduce-overhead": "TorchCompile-RO", "max-autotune": "TorchCompile-MA",
                   "max-autotune-no-cudagraphs": "TorchCompile-MA-NoCG"}
@@ -30,6 +34,16 @@ class PyTorchConfig(BackendConfig):
     compile_mode: str = "default"  # one of COMPILE_MODES (torch.compile's spelling)
     channels_last: str = "auto"  # true (NHWC), false (NCHW), auto: timed on CUDA, NHWC for compile, NCHW on CPU
     compile_timeout_s: float = 1800.0  # mode=compile: a longer compile fails the run (a sweep goes on)
+    #: mode=compile: Inductor's FX-graph, autotuning and Triton caches in the store (<results>/inductor), so a
+    #: second run (or another batch size of the same graph) reuses compiled kernels and autotuning choices;
+    #: false: Inductor's default place (/tmp/torchinductor_<user>)
+    inductor_cache: bool = True
+    #: max-autotune modes: the backends Inductor times for convolutions and for GEMMs (its own settings,
+    #: max_autotune_conv_backends / max_autotune_gemm_backends; empty: Inductor's defaults). "ATEN" for
+    #: convolutions times no Triton convolution templates, the slow part of a cold max-autotune compile
+    autotune_conv_backends: str = ""
+    autotune_gemm_backends: str = ""
+    compile_threads: int = 0  # Inductor's parallel compile workers; 0: the job's CPU share (all cores when alone)
 
     def check(self) -> None:
         choose("backend.compile_mode", self.compile_mode, COMPILE_MODES)
@@ -40,3 +54,11 @@ class PyTorchConfig(BackendConfig):
                               f"choose one of: {', '.join(LAYOUT_CHOICES)}") from None
         if not self.compile_timeout_s > 0:
             raise ConfigError(f"backend.compile_timeout_s={self.compile_timeout_s} must be > 0")
+        for key, known in (("autotune_conv_backends", AUTOTUNE_CONV), ("autotune_gemm_backends", AUTOTUNE_GEMM)):
+            given = [b.strip().upper() for b in getattr(self, key).split(",") if b.strip()]
+            unknown = [b for b in given if b not in known]
+            if unknown:
+                raise ConfigError(f"backend.{key}={getattr(self, key)!r}: {', '.join(unknown)} unknown; give a "
+                                  f"comma-separated list of {', '.join(known)} (empty: Inductor's default)")
+        if self.compile_threads < 0:
+            raise ConfigError(f"backend.compile_threads={self.compile_threads} must be >= 0 (0: the job's CPU share)")
