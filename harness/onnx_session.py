@@ -11,9 +11,12 @@ import numpy as np
 LEVELS = ("disable", "basic", "extended", "all")  # ONNX Runtime's graph optimization levels
 
 
-def session(model: Any, provider: str, precision: str, level: str = "all", threads: int = 0) -> Any:
+def session(model: Any, provider: str, precision: str, level: str = "all", threads: int = 0,
+            cuda_graph: bool = False) -> Any:
     """An ``InferenceSession`` of ``model`` (an ONNX ModelProto) on ``provider`` (an ONNX Runtime
-    provider name); on CUDA, TF32 only for ``precision=tf32`` and cuDNN's exhaustive algorithm search."""
+    provider name); on CUDA, TF32 only for ``precision=tf32``, cuDNN's exhaustive algorithm search and,
+    with ``cuda_graph``, the whole run captured once as a CUDA graph and replayed (ONNX Runtime refuses
+    it, at creation or first run, when a node is not on the CUDA provider)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -24,17 +27,19 @@ def session(model: Any, provider: str, precision: str, level: str = "all", threa
     opts.intra_op_num_threads = threads  # 0: ONNX Runtime decides
     options: dict[str, str] = {}
     if provider == "CUDAExecutionProvider":
-        options = {"use_tf32": "1" if precision == "tf32" else "0", "cudnn_conv_algo_search": "EXHAUSTIVE"}
+        options = {"use_tf32": "1" if precision == "tf32" else "0", "cudnn_conv_algo_search": "EXHAUSTIVE",
+                   "enable_cuda_graph": "1" if cuda_graph else "0"}
     return ort.InferenceSession(model.SerializeToString(), opts, providers=[(provider, options)])
 
 
-def callables(sess: Any, batch: int, input_shape: tuple[int, ...]
+def callables(sess: Any, batch: int, input_shape: tuple[int, ...], cuda_graph: bool = False
               ) -> tuple[Callable[[Any], Any], Callable[[np.ndarray], Any]]:
     """(infer, load_input) of a session with one input: ``infer`` returns its first output. One
     call is made here, so a model ONNX Runtime cannot run fails while being prepared. On CUDA the
-    session runs with I/O binding (see :func:`bound_callables`)."""
+    session runs with I/O binding (see :func:`bound_callables`; :func:`graph_callables` for a session
+    made with ``cuda_graph``)."""
     if sess.get_providers()[0] == "CUDAExecutionProvider":
-        return bound_callables(sess, batch, input_shape)
+        return (graph_callables if cuda_graph else bound_callables)(sess, batch, input_shape)
     inp, out = sess.get_inputs()[0].name, sess.get_outputs()[0].name
 
     def infer(x):
@@ -82,4 +87,35 @@ def bound_callables(sess: Any, batch: int, input_shape: tuple[int, ...]
     output = binding.get_outputs()[0]
     bound["output"] = ort.OrtValue.ortvalue_from_shape_and_type(output.shape(), np.float32, "cuda", 0)
     binding.bind_ortvalue_output(out, bound["output"])
+    return infer, load
+
+
+def graph_callables(sess: Any, batch: int, input_shape: tuple[int, ...]
+                    ) -> tuple[Callable[[Any], Any], Callable[[np.ndarray], Any]]:
+    """A CUDA-graph session replays its captured run on the same device addresses: one input buffer and
+    one output buffer are allocated here and bound for good. ``load_input`` copies the data into that
+    input buffer (and returns it), so whatever the protocol loads is what the next replay reads; the
+    output's shape comes from the model, with the batch for a symbolic first axis. The first run here is
+    the capture (after ONNX Runtime's own warm-up runs)."""
+    import onnxruntime as ort
+
+    inp, out = sess.get_inputs()[0], sess.get_outputs()[0]
+    dims = [batch if i == 0 and not isinstance(d, int) else d for i, d in enumerate(out.shape)]
+    if not all(isinstance(d, int) for d in dims):
+        raise ValueError(f"the output {out.name!r} has no fixed shape ({out.shape}) to bind a CUDA graph's buffer to")
+    fixed_in = ort.OrtValue.ortvalue_from_numpy(np.zeros((batch, *input_shape), np.float32), "cuda", 0)
+    fixed_out = ort.OrtValue.ortvalue_from_shape_and_type(dims, np.float32, "cuda", 0)
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input(inp.name, fixed_in)
+    binding.bind_ortvalue_output(out.name, fixed_out)
+
+    def load(x: np.ndarray):
+        fixed_in.update_inplace(np.ascontiguousarray(x, dtype=np.float32))
+        return fixed_in
+
+    def infer(x):  # x is the bound buffer (load_input's return): nothing to bind
+        sess.run_with_iobinding(binding)
+        return fixed_out
+
+    infer(fixed_in)
     return infer, load

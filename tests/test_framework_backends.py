@@ -4,6 +4,7 @@ a full-size end-to-end run each, and clear errors."""
 import numpy as np
 import pytest
 
+from harness.config import ConfigError
 from harness.job import run
 from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import reference_forward
@@ -61,11 +62,24 @@ def test_onnxruntime_backend_on_the_zoo(bench_cfg, model):
                            "backend.graph_optimization": "basic"}), quiet=True)
     assert rec.status == "FINISHED", rec.error
     assert rec.metrics["max_rel_error"] < 1e-4
+    assert rec.params["ort_cuda_graph"] == "off"  # auto: a graph only on the CUDA provider
+
+
+@pytest.mark.parametrize("value,kept", [("auto", "auto"), ("True", "true"), (False, "false")])
+def test_onnxruntime_cuda_graph_takes_auto_true_false(value, kept):
+    from harness_plugins.onnxruntime.config import OnnxRuntimeConfig
+
+    assert OnnxRuntimeConfig(cuda_graph=value).cuda_graph == kept  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="backend.cuda_graph"):
+        OnnxRuntimeConfig(cuda_graph="sometimes")
 
 
 @pytest.mark.parametrize("over,message", [
     ({"backend.name": "onnxruntime", "precision": "fp16"}, "precision=fp16 with ONNX Runtime needs device=cuda"),
     ({"backend.name": "onnxruntime", "backend.provider": "cuda"}, "needs device=cuda"),
+    ({"backend.name": "onnxruntime", "backend.cuda_graph": "true"},
+     "backend.cuda_graph=true needs the CUDA provider (device=cuda, backend.provider=cuda); this run uses "
+     "CPUExecutionProvider"),
 ])
 def test_framework_backend_errors(bench_cfg, over, message):
     pytest.importorskip("onnxruntime")

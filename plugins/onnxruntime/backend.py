@@ -45,18 +45,33 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
                     "tensorrt": f"install TensorRT 10 and onnxruntime-gpu ({gpu})"}
             raise BackendError(f"onnxruntime {ort.__version__} here has no {name} (it has {', '.join(available)}); "
                                f"{hint.get(provider, '')}")
+        if self.cfg.cuda_graph == "true" and provider != "cuda":
+            raise BackendError(f"backend.cuda_graph=true needs the CUDA provider (device=cuda, backend.provider=cuda); "
+                               f"this run uses {name}")
         onnx_model = model.onnx()
         if precision == "fp16":
             onnx_model = to_float16(onnx_model)
-        sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads)
-        infer, load = callables(sess, batch, model.input_shape)
+        graph = provider == "cuda" and self.cfg.cuda_graph != "false"
+        notes = []
+        try:
+            sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads, graph)
+            infer, load = callables(sess, batch, model.input_shape, graph)
+        except Exception as exc:
+            if not graph or self.cfg.cuda_graph == "true":
+                raise
+            why = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+            notes.append(f"no CUDA graph: ONNX Runtime could not capture this model ({why})")
+            graph = False
+            sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads)
+            infer, load = callables(sess, batch, model.input_shape)
         return Prepared(infer=infer, load_input=load, to_numpy=output_to_numpy,
-                        display_name=f"ONNXRuntime-{provider.upper()}",
+                        display_name="ONNXRuntime-CUDAGraph" if graph else f"ONNXRuntime-{provider.upper()}",
                         device_name=device if provider == "cpu" else f"{device} ({name})",
                         params={"ort_provider": sess.get_providers()[0],
                                 "ort_graph_optimization": self.cfg.graph_optimization,
-                                "ort_model_dtype": "float16" if precision == "fp16" else "float32"},
-                        artifacts={})
+                                "ort_model_dtype": "float16" if precision == "fp16" else "float32",
+                                "ort_cuda_graph": "on" if graph else "off"},
+                        artifacts={}, notes=notes)
 
 
 def to_float16(model: Any) -> Any:

@@ -17,7 +17,13 @@ class OnnxRuntimeConfig(BackendConfig):
     provider: str = "auto"  # auto (cuda on a GPU, else cpu), cpu, cuda, tensorrt
     graph_optimization: str = "all"  # disable, basic, extended, all
     intra_op_threads: int = 0  # 0: ONNX Runtime decides
+    #: CUDA provider: capture the whole run as one CUDA graph and replay it (the host no longer launches each
+    #: operator). auto: on, and a model ONNX Runtime cannot capture runs without, saying why; true: required;
+    #: false: off. (A str field, so that Hydra can hand it `auto`; `true` arrives as 'True'.)
+    cuda_graph: str = "auto"
 
     def check(self) -> None:
         choose("backend.provider", self.provider, ("auto", *PROVIDERS))
         choose("backend.graph_optimization", self.graph_optimization, LEVELS)
+        self.cuda_graph = str(self.cuda_graph).lower()
+        choose("backend.cuda_graph", self.cuda_graph, ("auto", "true", "false"))
