@@ -100,7 +100,7 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     outcome, interrupted = _measure_locked(spec, record)
     status, line, label = _take_outcome(record, spec, outcome, interrupted, label, sweep)
     waited = _lease_accounting(record)
-    if waited >= 1.0:  # the optimization cost and the run's time include it
+    if waited >= 1.0:  # the run's time includes it; the optimization cost does not (launcher_prepare_wait_s)
         note = f"waited {waited:.0f} s for the device or a CPU slot (load-aware launcher)"
         record.notes = [*(record.notes or []), note]
         line += f" | {note}"

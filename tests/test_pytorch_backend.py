@@ -80,8 +80,9 @@ def test_inductors_options_are_checked_naming_what_it_accepts():
 
 
 def test_a_second_compile_in_a_new_process_reuses_inductors_cache_in_the_store(bench_cfg):
-    cfg = bench_cfg(**{"backend.mode": "compile", "backend.autotune_conv_backends": "ATEN", "backend.compile_threads": 1,
-                       "runner.isolate": True})  # each run in a fresh measuring process: only the disk cache is shared
+    # each run in a fresh measuring process: only the cache on disk is shared
+    cfg = bench_cfg(**{"backend.mode": "compile", "backend.autotune_conv_backends": "ATEN",
+                       "backend.compile_threads": 1, "runner.isolate": True})
     first, second = (harness.run(cfg, quiet=True) for _ in range(2))
     assert first.status == second.status == "FINISHED", first.error or second.error
     folder = str(Path(cfg["tracking"]["results_dir"]) / "inductor")
