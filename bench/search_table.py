@@ -1,9 +1,10 @@
 """Where an IOS search's time goes, per run: python bench/search_table.py RESULTS_DIR [...].
 
 Reads the JSON records under each RESULTS_DIR/records (pending or uploaded) and prints one tab-separated
-row per ios run: the search core, the whole optimization cost and its phases (the DP with its stage
-timing, the in-situ selection, the rest: layout and kernel timing, model build), the DP's counters and
-the latency.
+row per ios run: the search core, whether the schedule was reused, the whole optimization cost and its
+phases (Planner.plan's: graph passes, layout timing, the schedule -- inside it the DP with its stage timing
+and the in-situ selection --, preparing the model: kernel choice, Triton compiles, capture; saving), the
+DP's counters and the latency. Records older than the phases show "-" for them.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-COLUMNS = ("model", "precision", "batch", "core", "cost_s", "dp_s", "select_s", "other_s", "states", "transitions",
-           "stages", "timed", "screened", "median_ms")
+PHASES = ("passes", "layout", "schedule", "prepare", "save")
+COLUMNS = ("model", "precision", "batch", "core", "reused", "cost_s", *(f"{p}_s" for p in PHASES), "dp_s", "select_s",
+           "states", "transitions", "stages", "timed", "screened", "median_ms")
 
 
 def rows(results: Path):
@@ -21,11 +23,14 @@ def rows(results: Path):
         r = json.loads(f.read_text())
         c, m = r.get("config", {}), r.get("metrics", {})
         backend = c.get("backend", {})
-        if not isinstance(backend, dict) or backend.get("name") != "ios" or "search_search_s" not in m:
+        planned = {"search_search_s", "plan_schedule_s"} & set(m)  # searched, or planned with the phases recorded
+        if not isinstance(backend, dict) or backend.get("name") != "ios" or not planned:
             continue
-        cost, dp, sel = m.get("optimization_cost_s", 0.0), m["search_search_s"], m.get("search_select_s", 0.0)
+        cost, dp, sel = m.get("optimization_cost_s", 0.0), m.get("search_search_s", 0.0), m.get("search_select_s", 0.0)
+        phases = [f"{m[f'plan_{p}_s']:.1f}" if f"plan_{p}_s" in m else "-" for p in PHASES]
         yield (c.get("model", {}).get("name"), c.get("precision"), c.get("batch"), backend.get("search_core", "auto"),
-               f"{cost:.1f}", f"{dp:.1f}", f"{sel:.1f}", f"{cost - dp - sel:.1f}", int(m.get("search_states", 0)),
+               "yes" if m.get("search_reused") == 1.0 else "no", f"{cost:.1f}", *phases, f"{dp:.1f}", f"{sel:.1f}",
+               int(m.get("search_states", 0)),
                int(m.get("search_transitions", 0)), int(m.get("search_stage_evaluations", 0)),
                int(m.get("search_measurements", 0)), int(m.get("search_parts_screened", 0)),
                f"{m.get('latency_ms', m.get('latency_median_ms', float('nan'))):.3f}")

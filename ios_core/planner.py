@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -135,6 +136,22 @@ class CostModels(NamedTuple):
     measured: MeasuredCostModel | None  # the timing model to close after use, or None
 
 
+class _Phases:
+    """``with phase("search"):`` adds the block's seconds to ``metrics["plan_search_s"]``."""
+
+    def __init__(self, metrics: dict[str, float]):
+        self.metrics = metrics
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            key = f"plan_{name}_s"
+            self.metrics[key] = self.metrics.get(key, 0.0) + time.perf_counter() - t
+
+
 class Planner:
     """One workload's planning: the kernel table shared by the search's timings, the in-situ
     choice and the final model; the cost models and their cache; saved schedules and layout
@@ -236,44 +253,52 @@ class Planner:
         schedule searched here is saved after the model is prepared, with the kernels it settled.
         Raises :class:`PlanError` for a schedule that cannot be used."""
         o = self.options
+        metrics: dict[str, float] = {}
+        phase = _Phases(metrics)  # where the optimization cost goes, phase by phase (plan_<phase>_s)
         given = self._load(o.schedule_file, None, "schedule_file") if o.schedule_file else None
         # a given schedule was made for the graph its passes produced: apply those, not today's defaults
         passes = list(given.options.get("passes", [])) if given is not None else list(o.passes)
-        graph, rewrites = apply_passes(work.graph, passes)
-        metrics: dict[str, float] = {f"pass_{k}": float(v) for k, v in rewrites.items()}
+        with phase("passes"):
+            graph, rewrites = apply_passes(work.graph, passes)
+        metrics.update({f"pass_{k}": float(v) for k, v in rewrites.items()})
         work = replace(work, graph=graph)
         searched = work.at_batch(o.opt_batch or work.batch)  # specialization: a schedule made for another batch
         if given is not None and "channels_last" in given.stats and parse_channels_last(o.channels_last) is None:
             channels_last, layout_how = bool(given.stats["channels_last"]), "schedule file"
         else:
-            channels_last, layout_how, times = self.layout(searched, device)
+            with phase("layout"):
+                channels_last, layout_how, times = self.layout(searched, device)
             metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
         target = TorchTarget(device, work.precision, channels_last)
         kernels = self.kernel_table(target)
         path = self.schedule_path(searched, channels_last)
         foreign = self.foreign_schedule(path, work.device_name) if given is None and path is not None else None
-        if given is not None:
-            sched, source, path = self._check(given, graph, "schedule_file"), "schedule file", Path(o.schedule_file)
-        elif foreign is not None:
-            sched, source, path = self._load(str(foreign), graph, "schedule_device"), "another GPU", foreign
-        else:
-            try:
-                sched, found = self.schedule(target, searched)
-            except ScheduleError as exc:
-                raise PlanError(f"saved schedule (set research=true to search again): {exc}") from None
-            metrics.update(found)
-            source = "baseline" if o.schedule in ("sequential", "greedy") else \
-                "saved" if found.get("search_reused") == 1.0 else "searched"
+        with phase("schedule"):
+            if given is not None:
+                sched, source, path = self._check(given, graph, "schedule_file"), "schedule file", Path(o.schedule_file)
+            elif foreign is not None:
+                sched, source, path = self._load(str(foreign), graph, "schedule_device"), "another GPU", foreign
+            else:
+                try:
+                    sched, found = self.schedule(target, searched)
+                except ScheduleError as exc:
+                    raise PlanError(f"saved schedule (set research=true to search again): {exc}") from None
+                metrics.update(found)
+                source = "baseline" if o.schedule in ("sequential", "greedy") else \
+                    "saved" if found.get("search_reused") == 1.0 else "searched"
         kernels.choices.update({k: v for k, v in sched.stats.get("kernels", {}).items() if k not in kernels.choices})
         if o.bounds:  # under the configured cost model, so comparable with predicted_ms
-            metrics.update(self.bounds(target, work))
+            with phase("bounds"):
+                metrics.update(self.bounds(target, work))
         model = ScheduledModel(graph, sched, device, work.precision, o.runtime, channels_last, o.fuse,
                                follow_chains=o.streams == "chains", kernels=kernels)
-        infer, load = model.prepare(work.batch)  # the warm-up calls before capture settle every kernel choice
-        if source in ("schedule file", "another GPU"):
-            self.annotate(sched, channels_last, passes)  # run as given, never saved
-        else:
-            self.save(sched, searched, channels_last)  # annotated, where plan() looks next time
+        with phase("prepare"):  # the warm-up calls before capture settle every kernel choice
+            infer, load = model.prepare(work.batch)
+        with phase("save"):
+            if source in ("schedule file", "another GPU"):
+                self.annotate(sched, channels_last, passes)  # run as given, never saved
+            else:
+                self.save(sched, searched, channels_last)  # annotated, where plan() looks next time
         metrics.update(num_stages=float(sched.num_stages()), max_groups=float(sched.max_groups()), **kernels.counts())
         return Plan(graph, sched, source, path, passes, channels_last, layout_how, target, kernels, model, infer, load,
                     metrics)

@@ -35,7 +35,7 @@ class IosBackend(Backend[IosConfig]):
     extra = ""
     gpu_run = "H100 80GB HBM3, 2026-11-25"
     label_options = ("schedule",)
-    metric_groups = {"schedule": ("search_", "critical_path", "sum_of_ops", "num_stages", "max_groups",
+    metric_groups = {"schedule": ("search_", "plan_", "critical_path", "sum_of_ops", "num_stages", "max_groups",
                                   "profiled_stage")}
     shows_progress = True  # the search's own progress lines
 
