@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,15 @@ ConfigT = TypeVar("ConfigT", bound=BackendConfig)
 def store_dir(value: str = "") -> Path:
     """Where a backend keeps what outlives a run (schedules, caches, tuning databases)."""
     return Path(value) if value else Path("results").resolve()
+
+
+def inductor_cache(store: Path) -> Path:
+    """Put Inductor's caches (FX graphs, autotuning choices, Triton kernels) under the store, for what this
+    process compiles from now on: a later run, on this machine or another sharing the folder, reuses them
+    (Inductor reads the variable whenever it needs the folder). Returns the folder."""
+    folder = store / "inductor"
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    return folder
 
 
 class BackendError(UserError, RuntimeError):
@@ -150,4 +160,5 @@ class Backend(ABC, Generic[ConfigT]):
         first of them already); ``model.input_shape`` is (C, H, W)."""
 
 
-__all__ = ["FORMS", "Backend", "BackendError", "MissingDependency", "Model", "Prepared", "store_dir"]
+__all__ = ["FORMS", "Backend", "BackendError", "MissingDependency", "Model", "Prepared", "inductor_cache",
+           "store_dir"]

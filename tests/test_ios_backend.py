@@ -1,6 +1,7 @@
 """The ios backend end to end on the CPU (thread-pool runtime), through harness.run."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,14 @@ def test_every_schedule_runs_and_matches_the_reference(bench_cfg, tmp_path, sche
     assert sched.algorithm == schedule and sched.device == "cpu"
     path = Path(rec.params["schedule_path"])
     assert path.is_file() and path.is_relative_to(tmp_path / "store" / "schedules")
+
+
+def test_what_ios_compiles_is_cached_in_the_store(bench_cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "elsewhere")  # restored after the test (the run is inline here)
+    rec = run(ios(bench_cfg, tmp_path, **{"backend.schedule": "greedy"}), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "store" / "inductor")
+    assert rec.metrics["plan_prepare_s"] >= 0 and rec.metrics["plan_schedule_s"] >= 0  # the phases are recorded
 
 
 def test_measured_search_with_profile_and_cache(bench_cfg, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Model, Prepared, store_dir
+from harness.backend import Backend, BackendError, Model, Prepared, inductor_cache, store_dir
 from harness.machine.leases import exclusive
 from ios_core.inputs import seeded_input
 from ios_core.planner import Plan, PlanError, Planner
@@ -62,6 +62,7 @@ class IosBackend(Backend[IosConfig]):
     def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
         graph = model.graph()  # the IR: ios_core's planner and runtime take it node by node
         work = Workload(graph, batch, precision, TorchTarget(device, precision).device_name())
+        inductor_cache(self.store)  # the Triton pools and fused kernels it compiles: reused by later runs
         t = time.perf_counter()
         try:
             plan = self.planner().plan(work, device)

@@ -9,21 +9,17 @@ The compile time is still the run's optimization cost, warm or cold; the hit and
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.backend import inductor_cache
 from harness.machine.leases import cpu_threads
 
 from .config import PyTorchConfig
 
 #: Inductor's counters the record keeps (``torch._dynamo.utils.counters["inductor"]``)
 COUNTERS = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass")
-
-
-def cache_dir(store: Path) -> Path:
-    return store / "inductor"
 
 
 @contextlib.contextmanager
@@ -35,8 +31,8 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[dict[str, Any]]:
     from torch._dynamo.utils import counters
 
     patch: dict[str, Any] = {"compile_threads": cfg.compile_threads or cpu_threads()}
-    if cfg.inductor_cache:  # read by Inductor whenever it needs the folder, so set before the first compile
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir(store))
+    folder = inductor_cache(store) if cfg.inductor_cache else None
+    if folder is not None:
         patch.update(fx_graph_cache=True, autotune_local_cache=True)
     for key, option in (("max_autotune_conv_backends", cfg.autotune_conv_backends),
                         ("max_autotune_gemm_backends", cfg.autotune_gemm_backends)):
@@ -46,7 +42,7 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[dict[str, Any]]:
     out: dict[str, Any] = {"params": {}, "metrics": {}}
     with inductor.patch(patch):
         yield out
-        out["params"] = {"inductor_cache_dir": str(cache_dir(store)) if cfg.inductor_cache else "default",
+        out["params"] = {"inductor_cache_dir": str(folder) if folder else "default",
                          "inductor_conv_backends": inductor.max_autotune_conv_backends,
                          "inductor_gemm_backends": inductor.max_autotune_gemm_backends,
                          "inductor_compile_threads": inductor.compile_threads}
