@@ -272,6 +272,27 @@ def test_processes_measure_the_job_in_fresh_processes_and_report_the_spread_betw
         4.303 * np.std([1.0, 1.0, 1.3], ddof=1) / np.sqrt(3))
 
 
+@pytest.mark.parametrize("medians, noisy", [([1.00, 1.001, 0.999], False), ([1.0, 1.2, 0.8], True)])
+def test_the_noise_verdict_of_several_processes_is_on_their_medians(medians, noisy):
+    """The first process's own "noisy" note is not the headline's: the combined record judges the medians."""
+    from harness.config import RunnerConfig
+    from harness.measure.repeats import combine
+    from harness.records.record import Measurement
+
+    def one(median: float, notes: list[str]) -> Measurement:
+        samples = [median * f for f in (0.7, 1.0, 1.0, 1.0, 1.3)]
+        metrics = {"latency_median_ms": median, "latency_ci_rel_halfwidth": 0.2, "optimization_cost_s": 1.0}
+        return Measurement(metrics=metrics, env={"noisy": "true" if notes else "false"}, params={}, artifacts={},
+                           notes=notes, latencies_ms=samples, gpu_latencies_ms=[], device="cpu", display_name="x",
+                           graph_hash="")
+
+    first = one(medians[0], ["noisy: CV 20.0%, CI +-20.00% of the median"])
+    m = combine([first, *(one(v, []) for v in medians[1:])], 1, RunnerConfig())
+    assert not any(n.startswith("noisy: ") for n in m.notes)
+    assert any(n.startswith("noisy between processes: ") for n in m.notes) == noisy
+    assert m.env["noisy"] == str(noisy).lower()
+
+
 @pytest.mark.parametrize("over, message", [({"runner.processes": 0}, "runner.processes=0 must be >= 1"),
                                            ({"runner.processes": 2, "runner.isolate": False},
                                             "runner.processes=2 measures in fresh processes: it needs "

@@ -11,6 +11,7 @@ import numpy as np
 from ..config import RunnerConfig
 from ..records.record import Measurement
 from ..stats import between_processes, summarize
+from .protocol import NOISY_CI, NOISY_CV
 
 
 def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Measurement:
@@ -31,11 +32,16 @@ def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Mea
         values = [r.metrics[key] for r in results if key in r.metrics]
         if values:
             metrics[key] = float(np.median(values)) if "memory" not in key else float(max(values))
-    note = (f"median of {len(results)} processes: {100 * between['latency_process_cv']:.1f}% CV between them, "
-            f"CI ±{100 * between['latency_ci_rel_halfwidth']:.1f}% (within one: "
+    cv, ci = between["latency_process_cv"], between["latency_ci_rel_halfwidth"]
+    note = (f"median of {len(results)} processes: {100 * cv:.1f}% CV between them, CI ±{100 * ci:.1f}% (within one: "
             f"±{100 * metrics['latency_within_ci_rel_halfwidth']:.2f}%)")
+    # the first process's noise verdict was on its own samples; the headline's is on the processes' medians
+    notes = [n for n in first.notes if not n.startswith("noisy")]
+    noisy = cv > NOISY_CV or ci > NOISY_CI
+    if noisy:
+        notes.append(f"noisy between processes: CV {100 * cv:.1f}%, CI +-{100 * ci:.2f}% of the median")
     params = {**first.params, "process_medians_ms": ",".join(f"{m:.5g}" for m in medians)}
-    return Measurement(metrics=metrics, env=first.env, params=params, artifacts=first.artifacts,
-                       notes=[*first.notes, note], latencies_ms=pooled,
+    return Measurement(metrics=metrics, env={**first.env, "noisy": str(noisy).lower()}, params=params,
+                       artifacts=first.artifacts, notes=[*notes, note], latencies_ms=pooled,
                        gpu_latencies_ms=[v for r in results for v in r.gpu_latencies_ms], device=first.device,
                        display_name=first.display_name, graph_hash=first.graph_hash)
