@@ -116,6 +116,7 @@ def test_a_sweep_on_slurm_logs_to_the_server_and_resumes_after_scancel(cluster, 
     out, err = first.communicate(timeout=300)
     assert first.returncode == 1 and "1 run(s) failed" in err, err[-3000:]
     assert "KILLED" in out and "Traceback" not in err, out[-3000:]
+    assert "accounting cannot be read" not in err  # slurmdbd answers sacct
 
     second = subprocess.run(cmd, env=cluster.env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]

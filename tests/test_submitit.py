@@ -146,3 +146,15 @@ def test_a_gpu_sweep_on_slurm_must_ask_for_a_gpu_per_job(tmp_path, extra, refuse
                        "through SLURM's gres)")
     else:
         assert why is None
+
+
+def test_slurm_accounting_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    """Submitit knows a job that ended without a result only from sacct: the launcher says when it cannot answer."""
+    from harness.multirun.slurm import accounting_problem
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sacct at all
+    assert accounting_problem().startswith("sacct could not run: ")
+    fake = tmp_path / "sacct"  # a cluster without slurmdbd answers like this
+    fake.write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    assert accounting_problem() == "sacct: error: Slurm accounting storage is disabled"

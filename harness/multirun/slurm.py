@@ -15,6 +15,7 @@ The configuration is Hydra's (``hydra.launcher.partition``, ``gpus_per_node``, `
 from __future__ import annotations
 
 import logging
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,11 +67,26 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     nums = [initial_job_idx + i for i in range(len(job_overrides))]
     for num, overrides in zip(nums, job_overrides):
         log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
+    why = accounting_problem()
+    if why:
+        log.warning(f"SLURM's accounting cannot be read ({why}): a job that ends without a result (cancelled, "
+                    f"killed, its node lost) looks like one still running, and the sweep waits for it")
     state = Singleton.get_state()
     jobs = executor.map_array(launcher, [list(o) for o in job_overrides], ["hydra.sweep.dir"] * len(nums), nums,
                               [f"job_id_for_{n}" for n in nums], [state] * len(nums))
     results_dir = str(launcher.config.tracking.results_dir)
     return [_outcome(job, list(o), num, sweep_dir, results_dir) for job, o, num in zip(jobs, job_overrides, nums)]
+
+
+def accounting_problem() -> str | None:
+    """Why ``sacct`` (which Submitit asks for each job's state) cannot answer here, or None."""
+    try:
+        res = subprocess.run(["sacct", "--noheader", "--allocations", "--jobs", "1"], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"sacct could not run: {exc}"
+    lines = (res.stderr or res.stdout).strip().splitlines()
+    return (lines[-1] if lines else f"sacct exited {res.returncode}") if res.returncode != 0 else None
 
 
 def _outcome(job: Any, overrides: list[str], num: int, sweep_dir: Path, results_dir: str) -> JobReturn:
