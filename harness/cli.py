@@ -31,6 +31,11 @@ from .records import sweeps
 from .records.store import StoreError
 from .spec import check_results_dir
 
+try:  # the submitit extra: hydra/launcher=submitit_slurm as the harness runs it
+    from hydra_plugins.harness_slurm import slurm_launcher
+except ImportError:
+    slurm_launcher = None  # type: ignore[assignment]
+
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 
 
@@ -111,15 +116,11 @@ def _register_launcher() -> None:
     """Make ``hydra/launcher=loadaware`` known, and ``submitit_slurm`` the harness's (which waits for every
     job). Hydra discovers plugins by listing the ``hydra_plugins`` folders, which misses an editable
     install's; registering by hand works for every install."""
-    import importlib.util
-
     from hydra.core.plugins import Plugins
 
     Plugins.instance().register(LoadAwareLauncher)
-    if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None:  # the submitit extra
-        from .multirun import slurm
-
-        slurm.register()
+    if slurm_launcher is not None:
+        slurm_launcher.register()
 
 
 def _checked_argv(argv: list[str]) -> list[str]:

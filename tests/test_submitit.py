@@ -38,9 +38,9 @@ def test_submitit_local_composes(tmp_path):
 
 
 def test_submitit_slurm_composes_with_cluster_settings(tmp_path):
-    from harness.multirun import slurm
+    from hydra_plugins.harness_slurm.slurm_launcher import register
 
-    slurm.register()  # as the CLI does: the harness's launcher (it waits for every job) behind Hydra's name
+    register()  # as the CLI does: the harness's launcher (it waits for every job) behind Hydra's name
     cfg = compose_with_hydra(["hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=30",
                               "hydra.launcher.gpus_per_node=1", "hydra.launcher.partition=gpu",
                               "hydra.launcher.cpus_per_task=8",
@@ -133,10 +133,10 @@ def test_a_gpu_sweep_on_submitit_local_stops_in_one_line_before_any_job(tmp_path
     (["hydra.launcher.gres=gpu:1"], False),
 ])
 def test_a_gpu_sweep_on_slurm_must_ask_for_a_gpu_per_job(tmp_path, extra, refused):
-    from harness.multirun import slurm
     from harness.multirun.callbacks import overlapping_launcher
+    from hydra_plugins.harness_slurm.slurm_launcher import register
 
-    slurm.register()
+    register()
     cfg = compose_with_hydra(["hydra/launcher=submitit_slurm", "device=cuda", f"tracking.results_dir={tmp_path}",
                               *extra])
     why = overlapping_launcher(cfg)

@@ -10,7 +10,7 @@ exits 1 and a rerun measures only it. A job interrupted while measuring (``scanc
 first) records itself KILLED and returns: it needs none of this.
 
 The configuration is Hydra's (``hydra.launcher.partition``, ``gpus_per_node``, ``timeout_min``, ...);
-:func:`register` puts the launcher (``hydra_plugins.harness_slurm``) behind the same name."""
+``hydra_plugins.harness_slurm``'s ``register`` puts the launcher behind the same name."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from omegaconf import OmegaConf
@@ -37,18 +36,6 @@ log = logging.getLogger(__name__)
 @dataclass
 class HarnessSlurmConf(SlurmQueueConf):
     _target_: str = "hydra_plugins.harness_slurm.slurm_launcher.SlurmLauncher"
-
-
-def register() -> None:
-    """``hydra/launcher=submitit_slurm`` names the harness's launcher (stored after Hydra's plugin
-    discovery has stored its own, so this one wins)."""
-    from hydra.core.plugins import Plugins
-
-    from hydra_plugins.harness_slurm.slurm_launcher import SlurmLauncher
-
-    Plugins.instance().register(SlurmLauncher)
-    ConfigStore.instance().store(group="hydra/launcher", name="submitit_slurm", node=HarnessSlurmConf,
-                                 provider="harness")
 
 
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:

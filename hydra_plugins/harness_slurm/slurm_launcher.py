@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hydra.core.config_store import ConfigStore
+from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn
 
 from harness.multirun import slurm
@@ -15,3 +17,11 @@ from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 class SlurmLauncher(submitit_launcher.SlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         return slurm.launch(self, job_overrides, initial_job_idx)
+
+
+def register() -> None:
+    """``hydra/launcher=submitit_slurm`` names this launcher: stored after Hydra's plugin discovery has stored
+    its own (``Plugins.instance()`` runs the discovery first), so this one wins."""
+    Plugins.instance().register(SlurmLauncher)
+    ConfigStore.instance().store(group="hydra/launcher", name="submitit_slurm", node=slurm.HarnessSlurmConf,
+                                 provider="harness")
