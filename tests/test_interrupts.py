@@ -25,9 +25,9 @@ def start(tmp_path: Path) -> tuple[subprocess.Popen, psutil.Process]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
-    while time.time() < deadline and proc.poll() is None:  # wait for the spawned measuring child to be at work
+    while time.time() < deadline and proc.poll() is None:  # wait for the spawned measuring child to be timing:
         kids = [c for c in psutil.Process(proc.pid).children(recursive=True) if "python" in c.name().lower()]
-        busy = [c for c in kids if c.cpu_times().user > 1.0]
+        busy = [c for c in kids if c.cpu_times().user > 3.0]  # past its imports (~1 s) and preparation
         if busy:
             return proc, busy[0]
         time.sleep(0.5)
