@@ -79,15 +79,17 @@ def accounting_problem() -> str | None:
 def _outcome(job: Any, overrides: list[str], num: int, sweep_dir: Path, results_dir: str) -> JobReturn:
     """The job's own return; for a job that ended without one, its entry in the sweep (KILLED or
     FAILED, with SLURM's reason) and the status the task function returns for a failed run."""
-    from submitit.core.utils import UncompletedJobError
+    from submitit.core.utils import FailedJobError, UncompletedJobError
 
     try:
         return job.results()[0]
     except UncompletedJobError:
-        pass
-    state = str(job.state)
-    status = "KILLED" if state.startswith("CANCELLED") else "FAILED"
-    reason = f"SlurmJobLost: SLURM job {job.job_id} ended {state} without a result (its log: {job.paths.stderr})"
+        state = str(job.state)
+        status = "KILLED" if state.startswith("CANCELLED") else "FAILED"
+        reason = f"SlurmJobLost: SLURM job {job.job_id} ended {state} without a result (its log: {job.paths.stderr})"
+    except FailedJobError as exc:  # Submitit's own code failed in the job (not the task: it records its failures)
+        status, last = "FAILED", ([x for x in str(exc).strip().splitlines() if x.strip()] or ["no message"])[-1]
+        reason = f"SlurmJobFailed: SLURM job {job.job_id}: {last} (its log: {job.paths.stderr})"
     log.error(f"job #{num} {' '.join(filter_overrides(overrides))}: {reason}")
     info = job_sweep_info(str(sweep_dir))
     job_overrides = [o for o in overrides if not o.lstrip("+~").startswith("sweep.")]
