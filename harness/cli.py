@@ -60,7 +60,7 @@ def _task(cfg: Any) -> str:
     sweep: dict[str, Any] | None = None
     if multirun:
         sweep = {**job_sweep_info(hc.sweep.dir), "job_num": hc.job.num,
-                 "job_overrides": [o for o in hc.overrides.task if not o.lstrip("+~").startswith("sweep.")],
+                 "job_overrides": sweeps.job_overrides(list(hc.overrides.task)),
                  "swept": sorted(str(k) for k in (hc.sweeper.get("params") or {}))}  # a preset's sweep
     try:
         if sweep is None:  # one run: a missing library is one line before any work

@@ -174,12 +174,18 @@ class SlurmCluster:
         for name in ("slurmd", "slurmctld", "slurmdbd", "munged"):
             _kill_pidfile(self.root / f"{name}.pid")
         if self._db is not None:
-            os.killpg(self._db.pid, signal.SIGTERM)
-            try:
-                self._db.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._db.pid, signal.SIGKILL)
+            _end_session(self._db)
             self._db = None
+
+
+def _end_session(proc: subprocess.Popen) -> None:
+    """End a daemon started in a session of its own (it and what it started): SIGTERM, then SIGKILL after 30 s."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _kill_pidfile(path: Path) -> None:
@@ -266,12 +272,7 @@ class TrackingServer:
     def stop_server(self) -> None:
         if self._server is None:
             return
-        os.killpg(self._server.pid, signal.SIGTERM)
-        try:
-            self._server.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self._server.pid, signal.SIGKILL)
-            self._server.wait()
+        _end_session(self._server)
         self._server = None
 
     def stop(self) -> None:

@@ -92,8 +92,8 @@ def _outcome(job: Any, overrides: list[str], num: int, sweep_dir: Path, results_
         reason = f"SlurmJobFailed: SLURM job {job.job_id}: {last} (its log: {job.paths.stderr})"
     log.error(f"job #{num} {' '.join(filter_overrides(overrides))}: {reason}")
     info = job_sweep_info(str(sweep_dir))
-    job_overrides = [o for o in overrides if not o.lstrip("+~").startswith("sweep.")]
-    if not sweeps.entered(results_dir, info["sweep_id"], job_overrides, info.get("started")):
-        sweeps.record_unmeasured_job(results_dir, {**info, "job_num": num, "job_overrides": job_overrides},
-                                     reason, status=status)
+    own = sweeps.job_overrides(overrides)
+    if not sweeps.entered(results_dir, info["sweep_id"], own, info.get("started")):
+        sweeps.record_unmeasured_job(results_dir, {**info, "job_num": num, "job_overrides": own}, reason,
+                                     status=status)
     return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=status)

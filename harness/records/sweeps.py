@@ -47,6 +47,11 @@ def _read(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def job_overrides(overrides: list[str]) -> list[str]:
+    """A job's own overrides: the ``sweep.*`` options steer the sweep (rerun, baseline), not the job."""
+    return [o for o in overrides if not o.lstrip("+~").startswith("sweep.")]
+
+
 def sweep_identity(overrides: list[str], results_dir: str | Path, device: str = "",
                    launcher: list[str] | None = None) -> dict[str, str]:
     """The sweep id of a command: its overrides (order-free; ``sweep.*`` options excluded, so
@@ -54,7 +59,7 @@ def sweep_identity(overrides: list[str], results_dir: str | Path, device: str = 
     (the same command on another GPU is another sweep: both are kept, as the devices study needs).
     The ``hydra/launcher`` overrides are shown in the command but leave the id alone: a sweep
     resumed under another launcher is the same sweep."""
-    kept = sorted(o for o in overrides if not o.lstrip("+~").startswith("sweep."))
+    kept = sorted(job_overrides(overrides))
     key = "\n".join([str(Path(results_dir).resolve()), *kept] + ([f"device {device}"] if device else []))
     command = " ".join(["python -m harness -m", *(launcher or []), *overrides])
     shown = [o for o in kept if not o.lstrip("+~").startswith("tracking.")]

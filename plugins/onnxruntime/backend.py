@@ -51,19 +51,23 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
         onnx_model = model.onnx()
         if precision == "fp16":
             onnx_model = to_float16(onnx_model)
+
+        def build(cuda_graph: bool) -> tuple[Any, Any, Any]:
+            sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads,
+                           cuda_graph)
+            return (sess, *callables(sess, batch, model.input_shape, cuda_graph))
+
         graph = provider == "cuda" and self.cfg.cuda_graph != "false"
         notes = []
         try:
-            sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads, graph)
-            infer, load = callables(sess, batch, model.input_shape, graph)
+            sess, infer, load = build(graph)
         except Exception as exc:
             if not graph or self.cfg.cuda_graph == "true":
                 raise
             why = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
             notes.append(f"no CUDA graph: ONNX Runtime could not capture this model ({why})")
             graph = False
-            sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads)
-            infer, load = callables(sess, batch, model.input_shape)
+            sess, infer, load = build(False)
         return Prepared(infer=infer, load_input=load, to_numpy=output_to_numpy,
                         display_name="ONNXRuntime-CUDAGraph" if graph else f"ONNXRuntime-{provider.upper()}",
                         device_name=device if provider == "cpu" else f"{device} ({name})",
