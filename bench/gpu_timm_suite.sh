@@ -9,6 +9,8 @@
 #                                       IOS on the suite (issue 38) and on the paper's four networks)
 #   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh pair-0 pair-1 ...  (IOS and
 #                                       torch.compile reduce-overhead in one sweep, three models a part, 0..5)
+#   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh profile:mobilevit_s misses  (a
+#                                       kernel profile of one model; tf_efficientnet_b0 in 3 processes each)
 # Each part is one sweep per backend; the records stay in $OUT/results.tgz and one line per run goes to
 # $OUT/suite.md (model, variant, latency, error against the float64 module).
 set -uo pipefail
@@ -50,6 +52,10 @@ for part in "$@"; do
     compile-b) sweep compile-b "${MODELS[@]:9}" -- backend=pytorch backend.mode=compile \
                  backend.compile_mode=reduce-overhead ;;
     pair-*) i=${part#pair-}; sweep "$part" "${MODELS[@]:$((i * 3)):3}" -- backend=ios,pytorch_compile ;;
+    misses) sweep misses tf_efficientnet_b0 -- backend=ios,pytorch_compile runner.processes=3 ;;
+    profile:*) arch=${part#profile:}  # where the GPU time goes (bench/kernel_profile.py), IOS Greedy vs compile
+               timeout "${PROFILE_S:-200}" python3 bench/kernel_profile.py --model "timm:$arch" --precision fp16 \
+                 --batch 1 > "$OUT/profile-$arch.txt" 2>&1; echo "$part: rc=$?" >> "$OUT/times.txt" ;;
     ios-a) sweep ios-a "${MODELS[@]:0:9}" -- backend=ios ;;
     ios-b) sweep ios-b "${MODELS[@]:9}" -- backend=ios ;;
     paper) timeout "${SWEEP_S:-540}" python3 -m harness -m model=inception_v3,nasnet,randwire,squeezenet batch=1 \

@@ -2,6 +2,7 @@
 torch.compile reduce-overhead, kernel by kernel, from torch.profiler over captured replays.
 
     python bench/kernel_profile.py --model inception_v3 --precision fp16 --batch 1 128
+    python bench/kernel_profile.py --model timm:mobilevit_s --batch 1   (any model=timm/torchvision arch)
 
 Prints per inference: wall time (CUDA events, back to back), summed kernel time, kernel count,
 and the kernel time by category (cuDNN conv, GEMM, Triton template/pointwise, pool, concat,
@@ -63,6 +64,20 @@ def profile(name: str, infer, x, calls: int = 10) -> None:
         print(f"   {us / 1000:8.3f} ms  {category(k):16s} {k[:110]}")
 
 
+def source(name: str, batch: int):
+    """The IR and the PyTorch module to compile: a zoo network's own IR (and the IR as a module), or a timm or
+    torchvision architecture (``timm:mobilevit_s``) imported as the harness does (ONNX export, then the IR)."""
+    if ":" not in name:
+        g = build_model(name)
+        return g, to_torch(g)
+    from harness.models import Model
+    from harness.models.source import ModelSource
+
+    zoo, arch = name.split(":", 1)
+    model = Model(ModelSource(zoo, arch), batch)
+    return model.graph(), model.module()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="inception_v3")
@@ -70,9 +85,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 128])
     ap.add_argument("--no-compile", action="store_true")
     args = ap.parse_args()
-    g0 = build_model(args.model)
-    g, _ = apply_passes(g0, list(PASSES))
     for batch in args.batch:
+        g0, module = source(args.model, batch)
+        g, rewrites = apply_passes(g0, list(PASSES))
+        print(f"{args.model} bs{batch}: {sum(1 for _ in g0.nodes())} operators, {sum(1 for _ in g.nodes())} after the passes {rewrites}")
         x = np.random.default_rng(0).standard_normal((batch, *g0.input_shape)).astype(np.float32)
         target = TorchTarget("cuda", args.precision, True)
         table = KernelTable("auto", kernel_timer(target))
@@ -82,7 +98,7 @@ def main() -> None:
         del model, infer
         if args.no_compile:
             continue
-        module = target.module(to_torch(g0))
+        module = target.module(module)
         fn = torch.compile(module, mode="reduce-overhead")
         xt = target.tensor(x)
         with torch.inference_mode():

@@ -26,14 +26,18 @@ def rows(results: Path):
         planned = {"search_search_s", "plan_schedule_s"} & set(m)  # searched, or planned with the phases recorded
         if not isinstance(backend, dict) or backend.get("name") != "ios" or not planned:
             continue
+        head = (c.get("model", {}).get("name"), c.get("precision"), c.get("batch"), backend.get("search_core", "auto"))
         cost, dp, sel = m.get("optimization_cost_s", 0.0), m.get("search_search_s", 0.0), m.get("search_select_s", 0.0)
         phases = [f"{m[f'plan_{p}_s']:.1f}" if f"plan_{p}_s" in m else "-" for p in PHASES]
-        yield (c.get("model", {}).get("name"), c.get("precision"), c.get("batch"), backend.get("search_core", "auto"),
-               "yes" if m.get("search_reused") == 1.0 else "no", f"{cost:.1f}", *phases, f"{dp:.1f}", f"{sel:.1f}",
-               int(m.get("search_states", 0)),
+        latency = f"{m.get('latency_ms', m.get('latency_median_ms', float('nan'))):.3f}"
+        yield (*head, "yes" if m.get("search_reused") == 1.0 else "no", f"{cost:.1f}", *phases, f"{dp:.1f}",
+               f"{sel:.1f}", int(m.get("search_states", 0)),
                int(m.get("search_transitions", 0)), int(m.get("search_stage_evaluations", 0)),
-               int(m.get("search_measurements", 0)), int(m.get("search_parts_screened", 0)),
-               f"{m.get('latency_ms', m.get('latency_median_ms', float('nan'))):.3f}")
+               int(m.get("search_measurements", 0)), int(m.get("search_parts_screened", 0)), latency)
+        if "plan_schedule_last_s" in m:  # runner.processes=N: the last process's preparation (a warm rerun)
+            last = [f"{m[f'plan_{p}_last_s']:.1f}" if f"plan_{p}_last_s" in m else "-" for p in PHASES]
+            yield (*head, f"{'yes' if m.get('search_reused_last') == 1.0 else 'no'} (process {int(m['processes'])})",
+                   f"{m['optimization_cost_last_s']:.1f}", *last, "-", "-", "-", "-", "-", "-", "-", latency)
 
 
 def main(argv: list[str]) -> int:

@@ -31,10 +31,7 @@ from .records import sweeps
 from .records.store import StoreError
 from .spec import check_results_dir
 
-try:  # the submitit extra: hydra/launcher=submitit_slurm as the harness runs it
-    from hydra_plugins.harness_slurm import slurm_launcher
-except ImportError:
-    slurm_launcher = None  # type: ignore[assignment]
+from hydra_plugins.harness_slurm import slurm_launcher  # hydra/launcher=submitit_slurm (the submitit extra)
 
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 
@@ -119,8 +116,7 @@ def _register_launcher() -> None:
     from hydra.core.plugins import Plugins
 
     Plugins.instance().register(LoadAwareLauncher)
-    if slurm_launcher is not None:
-        slurm_launcher.register()
+    slurm_launcher.register()
 
 
 def _checked_argv(argv: list[str]) -> list[str]:

@@ -158,3 +158,18 @@ def test_slurm_accounting_that_cannot_be_read_is_named(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n")
     fake.chmod(0o755)
     assert accounting_problem() == "sacct: error: Slurm accounting storage is disabled"
+
+
+def test_without_the_submitit_extra_hydra_has_nothing_to_warn_about(tmp_path):
+    """Hydra's plugin discovery imports every hydra_plugins module: the harness's SLURM shell must import
+    without Hydra's Submitit plugin (a GPU machine without the extra printed an import error on every run)."""
+    code = ("import runpy, sys\n"
+            "sys.modules['hydra_plugins.hydra_submitit_launcher'] = None  # the extra not installed\n"
+            f"sys.argv = ['harness', 'model=sample', 'backend=pytorch', 'device=cpu', 'tracking=off', "
+            f"'tracking.results_dir={tmp_path}', 'runner.max_time_s=0.2', 'runner.min_time_s=0.1', "
+            f"'runner.warmup_time_s=0', 'runner.min_iters=3']\n"
+            "runpy.run_module('harness', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "harness_slurm" not in proc.stderr, proc.stderr[-2000:]
+    assert "Latency:" in proc.stdout

@@ -27,7 +27,7 @@ def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Mea
     between = between_processes(medians)
     metrics.update(between)
     metrics["throughput_ips"] = batch / (between["latency_median_ms"] / 1000.0)
-    metrics["optimization_cost_last_s"] = results[-1].metrics.get("optimization_cost_s", 0.0)
+    metrics.update(_last_preparation(results[-1].metrics))
     for key in ("energy_per_inference_mj", "power_mean_w", "memory_peak_mb", "memory_peak_rss_mb"):
         values = [r.metrics[key] for r in results if key in r.metrics]
         if values:
@@ -45,3 +45,13 @@ def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Mea
                        artifacts=first.artifacts, notes=[*notes, note], latencies_ms=pooled,
                        gpu_latencies_ms=[v for r in results for v in r.gpu_latencies_ms], device=first.device,
                        display_name=first.display_name, graph_hash=first.graph_hash)
+
+
+def _last_preparation(last: dict[str, float]) -> dict[str, float]:
+    """The last process's preparation beside the first's (cold): its optimization cost, its plan's phases and
+    whether it reused the schedule, under ``*_last_s`` / ``search_reused_last`` (a warm rerun's figures)."""
+    out = {"optimization_cost_last_s": last.get("optimization_cost_s", 0.0)}
+    out.update({f"{k[:-2]}_last_s": v for k, v in last.items() if k.startswith("plan_") and k.endswith("_s")})
+    if "search_reused" in last:
+        out["search_reused_last"] = last["search_reused"]
+    return out
