@@ -166,6 +166,24 @@ def test_energy_per_inference_and_memory_from_nvml():
     assert "energy_per_inference_mj" not in old.metrics()
 
 
+def test_the_memory_peak_is_the_timed_loops_and_preparation_is_apart(monkeypatch):
+    """A search that timed stages with 600 MB is not what the model takes to run (60 MB): the allocator's peak
+    is read and reset when the timed loop starts."""
+    import torch
+
+    from harness.machine.usage import MB, UsageMeter
+
+    peaks, resets = [600 * MB, 60 * MB], []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: peaks.pop(0))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: resets.append(1))
+    meter = UsageMeter("cuda", None, 0).start()
+    meter.stop(calls=5)
+    m = meter.metrics()
+    assert resets == [1] and m["memory_prepare_peak_mb"] == 600.0
+    assert m["memory_peak_torch_mb"] == 60.0 and m["memory_peak_mb"] == 60.0
+
+
 def test_a_cpu_record_has_its_peak_resident_memory(bench_cfg):
     import harness
 

@@ -153,11 +153,12 @@ def test_attention_and_pointwise_groups_become_one_operator_each(tmp_path):
 
     g = import_onnx(onnx.load(str(path)), batch=2)
     out, counts = apply_passes(g, ["attention", "fuse_pointwise"])
-    assert counts == {"attention": 1, "fuse_pointwise": 2}
+    assert counts == {"attention": 1, "fuse_pointwise": 6}
     ops = [n.op for n in _nodes(out) if isinstance(n, Op)]
     assert ops.count("attention") == 1 and "softmax" not in ops and "erf" not in ops and "matmul" not in ops
-    gelu, scale = [[s["op"] for s in n.params["steps"]] for n in _nodes(out)
-                   if isinstance(n, Op) and n.op == "fused"]
+    *heads, merge, gelu, scale = [[s["op"] for s in n.params["steps"]] for n in _nodes(out)
+                                  if isinstance(n, Op) and n.op == "fused"]
+    assert heads == [["slice", "reshape", "transpose"]] * 3 and merge == ["transpose", "reshape"]  # Q, K, V; heads
     assert sorted(gelu) == ["add", "div", "erf", "mul", "mul"] and scale == ["mul", "add"]  # LayerScale + residual
     (attention,) = [n for n in _nodes(out) if isinstance(n, Op) and n.op == "attention"]
     assert attention.params["scale"] == pytest.approx(8 ** -0.5) and attention.const_shapes == [(2, 10, 10)]
@@ -167,7 +168,8 @@ def test_attention_and_pointwise_groups_become_one_operator_each(tmp_path):
     with torch.no_grad():  # PyTorch's fused attention on the CPU
         got = GraphModule(out).eval()(torch.tensor(x, dtype=torch.float32)).numpy()
     assert rel_err(got.reshape(want.shape), want) < 1e-5
-    assert g.num_units() - out.num_units() == 5 + 4 + 1  # attention: mul, matmul, 2 adds, softmax; GELU: 4 of 5; scale
+    # attention: mul, matmul, 2 adds, softmax; GELU: 4 of 5; scale; Q, K and V's heads: 2 of 3 each; merge: 1 of 2
+    assert g.num_units() - out.num_units() == 5 + 4 + 1 + 3 * 2 + 1
     from onnx.reference import ReferenceEvaluator
 
     from ios_core.onnx.export import export_onnx

@@ -51,6 +51,9 @@ class OpDef:
     per_element: int = 1
     pointwise: bool = False
     activation: bool = False  # unary, no params: a conv may fuse it (``Conv.act``)
+    # not pointwise, but a fused group may take it (Inductor fuses it with its neighbours): a view or copy
+    # (transpose, reshape, slice), a reduction, a normalization
+    fusable: bool = False
 
     def to_onnx(self, ex: Any, names: list[str], params: Params) -> str:
         """Emit this operator through ``ex`` (``emit(op, inputs, **attrs)``, ``const(hint, array)``)."""
@@ -188,12 +191,12 @@ def _reduce_attrs(p: Params) -> dict:
 register(OpDef("reduce_mean", 1, _reduced,
                lambda xs, p: xs[0].mean(axis=_axes1(p), keepdims=p.get("keepdims", True)),
                lambda xs, p: xs[0].mean(dim=_axes1(p), keepdim=p.get("keepdims", True)), "ReduceMean",
-               _reduce_attrs, macs=lambda s, o, p: int(np.prod(s[0]))))
+               _reduce_attrs, macs=lambda s, o, p: int(np.prod(s[0])), fusable=True))
 register(OpDef("reduce_l2", 1, _reduced,
                lambda xs, p: np.sqrt((xs[0] * xs[0]).sum(axis=_axes1(p), keepdims=p.get("keepdims", True))),
                lambda xs, p: _torch().linalg.vector_norm(xs[0], dim=_axes1(p), keepdim=p.get("keepdims", True)),
                "ReduceL2",
-               _reduce_attrs, macs=lambda s, o, p: 2 * int(np.prod(s[0]))))
+               _reduce_attrs, macs=lambda s, o, p: 2 * int(np.prod(s[0])), fusable=True))
 
 
 def _np_softmax(x, axis):
@@ -220,7 +223,7 @@ def _torch_layer_norm(xs, p):
 
 
 register(OpDef("layer_norm", None, _same, _np_layer_norm, _torch_layer_norm, "LayerNormalization",
-               lambda p: {"axis": -p["dims"], "epsilon": p["eps"]}, per_element=8))
+               lambda p: {"axis": -p["dims"], "epsilon": p["eps"]}, per_element=8, fusable=True))
 
 
 def _channel_shape(x, k):
@@ -252,7 +255,7 @@ def _perm1(p: Params) -> tuple[int, ...]:
 
 register(OpDef("transpose", 1, _transposed, lambda xs, p: np.transpose(xs[0], _perm1(p)),
                lambda xs, p: xs[0].permute(_perm1(p)), "Transpose", lambda p: {"perm": list(_perm1(p))},
-               macs=lambda s, o, p: 0))
+               macs=lambda s, o, p: 0, fusable=True))
 
 
 def _reshaped(shapes: Sequence[Shape], p: Params) -> Shape:
@@ -266,7 +269,7 @@ register(OpDef("reshape", 1, _reshaped, lambda xs, p: xs[0].reshape((xs[0].shape
                lambda xs, p: xs[0].reshape((xs[0].shape[0], *p["shape"])), "Reshape",
                export=lambda ex, xs, p: ex.emit("Reshape", [xs[0], ex.const("shape", np.array([0, *p["shape"]],
                                                                                               np.int64))], "reshape"),
-               macs=lambda s, o, p: 0))
+               macs=lambda s, o, p: 0, fusable=True))
 
 
 def _sliced(shapes: Sequence[Shape], p: Params) -> Shape:
@@ -297,7 +300,7 @@ def _slice_index(ndim: int, p: Params) -> tuple:
 
 register(OpDef("slice", 1, _sliced, lambda xs, p: xs[0][_slice_index(xs[0].ndim, p)],
                lambda xs, p: xs[0][_slice_index(xs[0].ndim, p)], "Slice", export=_export_slice,
-               macs=lambda s, o, p: 0))
+               macs=lambda s, o, p: 0, fusable=True))
 
 
 def _gathered(shapes: Sequence[Shape], p: Params) -> Shape:

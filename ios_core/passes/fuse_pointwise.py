@@ -1,5 +1,9 @@
 """Connected pointwise operators with one output become one ``fused`` operator.
 
+Operators Inductor fuses with their neighbours join groups as pointwise ones do (``OpDef.fusable``): views
+and copies (a transformer's split of Q, K and V into heads is a chain of five or six, each a copy when run
+alone), reductions and LayerNorm (ConvNeXt-V2's global response normalization after its GELU).
+
 An imported GELU is five operators (Div, Erf, Add, Mul, Mul), a LayerScale or an affine a Mul and an
 Add, each a kernel that reads and writes the whole tensor. A group of pointwise nodes (registry
 operators, element-wise sums and products, residual sums, activations) in which every node but the last is read only
@@ -7,8 +11,9 @@ inside the group, and read whole, becomes one node whose program runs the same o
 order: the group has one output and no path leaves and re-enters it. The float64 reference and the
 eager runtime step through the program; on CUDA the kernel choice compiles it into one Triton kernel
 with Inductor (kept where it times faster). The node that replaces the group keeps the last node's name,
-so its readers are untouched; each distinct outside operand is read once. Groups without a registry
-operator (the paper's networks: a ReLU after a sum) are left as they are."""
+so its readers are untouched; each distinct outside operand is read once. A SiLU imported as a sigmoid and a
+product (EfficientNet's, MobileViT's) is such a group. Groups of residual sums and ReLUs alone (the paper's
+networks) are left as they are."""
 
 from __future__ import annotations
 
@@ -24,8 +29,13 @@ def _sum(node: Node) -> bool:
 
 def _pointwise(node: Node) -> bool:
     if isinstance(node, Op):
-        return node.opdef.pointwise
+        return node.opdef.pointwise or node.opdef.fusable
     return isinstance(node, Element) or _sum(node) or (isinstance(node, Activation) and node.act != "identity")
+
+
+def _plain(node: Node) -> bool:
+    """A residual sum or a ReLU: groups of these alone (the paper's networks) stay as they are."""
+    return _sum(node) or (isinstance(node, Activation) and node.act in ("relu", "relu6"))
 
 
 def _steps(node: Node) -> list[tuple[str, dict, list]]:
@@ -119,7 +129,7 @@ def run(graph: Graph) -> int:
             continue
         members = _group(sink, nodes, users, exits)
         taken.update(m.name for m in members)
-        if len(members) < 2 or not any(isinstance(m, Op) for m in members):
+        if len(members) < 2 or all(_plain(m) for m in members):
             continue
         fused = _fused(members, order)
         for block in graph.blocks:
