@@ -56,7 +56,8 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
     assert table.impl(_conv(), x, ran.append) == "gemm"
     assert asked == [2] and table.counts() == {"kernel_ops_timed": 1.0, "kernel_gemm": 1.0, "kernel_cudnn": 0.0,
                                               "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0,
-                                              "kernel_fused_triton": 0.0, "kernel_fused_aten": 0.0}
+                                              "kernel_fused_triton": 0.0, "kernel_fused_aten": 0.0,
+                                              "kernel_compiles": 0.0, "kernel_compile_s": 0.0}
     key, = table.timings
     assert table.timings[key] == {"cudnn": 2.0, "gemm": 1.0} and table.choices == {key: "gemm"}
     tie = KernelTable("auto", lambda calls: [1.0, 1.0])
@@ -127,3 +128,23 @@ def test_pools_stay_on_aten_off_cuda_and_a_failing_candidate_is_not_chosen():
         raise RuntimeError("inductor could not compile")
     key = "k"
     assert KernelTable("auto", broken)._choose(key, ("aten", "triton"), x, lambda i: None) == "aten"
+
+
+def test_compiled_programs_are_counted_with_the_seconds_their_first_calls_took():
+    """The prepare phase's compiles (Triton pools, fused groups) are one metric, so a warm rerun's time can be
+    told apart from capture; a compile that fails falls back to ATen and is not counted."""
+    import time
+
+    table = KernelTable("auto")
+
+    def make():
+        time.sleep(0.05)  # Dynamo and Inductor at the first call, here in the maker
+        return lambda t: t + 1
+
+    x = torch.zeros(2)
+    assert table.run_compiled("a", make, (x,), lambda: x)[0] == 1.0
+    assert table.run_compiled("a", make, (x,), lambda: x)[0] == 1.0  # the second call compiles nothing
+    assert table.run_compiled("b", lambda: (lambda t: t.nonexistent()), (x,), lambda: x - 1)[0] == -1.0
+    counts = table.counts()
+    assert counts["kernel_compiles"] == 1.0 and 0.05 <= counts["kernel_compile_s"] < 1.0
+    assert table.choices["b"] == "aten" and "AttributeError" in table.failed["b"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 import weakref
 from collections.abc import Callable
 from typing import cast
@@ -148,6 +149,7 @@ class KernelTable:
         self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
         self.compiled: dict[str, Callable[..., torch.Tensor]] = {}  # key -> Triton pool or fused program
         self.timed = 0
+        self.compiles, self.compile_s = 0, 0.0  # Triton programs compiled (first calls) and the seconds they took
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one."""
@@ -170,9 +172,14 @@ class KernelTable:
         """The Triton kernel chosen for ``key`` (compiled by ``make`` on first use) on ``args``; where it
         fails (a Dynamo or Inductor limit), ``fallback`` now and ATen's from then on, the reason kept."""
         try:
-            if key not in self.compiled:
-                self.compiled[key] = make()
-            return self.compiled[key](*args)
+            if key in self.compiled:
+                return self.compiled[key](*args)
+            t0 = time.perf_counter()  # the first call compiles (Dynamo, Inductor, Triton; or their caches' hits)
+            self.compiled[key] = make()
+            out = self.compiled[key](*args)
+            self.compiles += 1
+            self.compile_s += time.perf_counter() - t0
+            return out
         except Exception as exc:  # noqa: BLE001 - the reason goes to the record (kernel_choice.json)
             self.choices[key] = "aten"
             self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -211,4 +218,5 @@ class KernelTable:
         return {"kernel_ops_timed": float(self.timed), "kernel_gemm": float(used.count("gemm")),
                 "kernel_cudnn": float(used.count("cudnn")), "kernel_pool_triton": float(used.count("triton")),
                 "kernel_pool_aten": float(used.count("aten")), "kernel_fused_triton": float(fused.count("triton")),
-                "kernel_fused_aten": float(fused.count("aten"))}
+                "kernel_fused_aten": float(fused.count("aten")), "kernel_compiles": float(self.compiles),
+                "kernel_compile_s": self.compile_s}
