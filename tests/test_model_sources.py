@@ -11,7 +11,7 @@ from harness.config import ConfigError, ModelConfig
 from harness.job import run
 from harness.models import FormError, Model, resolve, zoos
 
-from .helpers import import_torchvision_models
+from .helpers import import_torchvision_models, rel_err
 
 if importlib.util.find_spec("timm") is None:
     pytest.skip("timm is not installed (pip install -e '.[timm]')", allow_module_level=True)
@@ -107,6 +107,30 @@ def test_torchvision_classifiers_exported_by_torch_onnx_run_on_onnxruntime(bench
                            "runner.check_samples": 1}), quiet=True)
     assert rec.status == "FINISHED", rec.error
     assert rec.metrics["max_rel_error"] < 1e-4 and rec.run_name.startswith(f"onnx:{arch} ONNXRuntime")
+
+
+def test_torchvision_vit_by_name_imports_into_the_ir_through_batch_first_attention():
+    """torchvision's ViT (nn.MultiheadAttention moves the batch off axis 0 inside) is exported with its attention
+    batch-first: the IR imports it and computes the module's function; the user's module is not touched."""
+    import torch
+
+    from harness.models.attention import batch_first_attention
+    from ios_core.interpreters.reference import reference_forward
+
+    model = Model(resolve(ModelConfig(name="torchvision", arch="vit_b_16", image_size=32)), 2)
+    net = model._form("module", model._source_module)  # the module the reference computes with
+    torch.manual_seed(0)
+    torch.nn.init.normal_(net.heads.head.weight)  # torchvision starts the head at zero: an output of zeros
+    graph = model.graph()
+    assert model.input_shape == (3, 32, 32) and graph.num_units() > 100
+    assert isinstance(net.encoder.layers[0].self_attention, torch.nn.MultiheadAttention)  # swapped in a copy only
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 32))
+    want = model.reference(x)
+    assert rel_err(reference_forward(graph, x).reshape(want.shape), want) < 1e-6
+    swapped = batch_first_attention(net).encoder.layers[0].self_attention
+    t = torch.randn(2, 5, 768)
+    with torch.no_grad():  # a call asking for the weights goes to the original module
+        assert swapped(t, t, t)[1] is not None and swapped(t, t, t, need_weights=False)[1] is None
 
 
 def test_a_users_module_factory_runs_as_given(bench_cfg):

@@ -66,10 +66,14 @@ def input_shape(model: Any) -> tuple[int, int, int]:
 
 def export_module(module: Any, example: Any) -> Any:
     """The module as an ONNX model for this example input's shape: torch.onnx's dynamo exporter, and the
-    legacy TorchScript exporter where that one fails; both failures are said in one line."""
+    legacy TorchScript exporter where that one fails; both failures are said in one line. MultiheadAttention
+    is exported batch-first (:mod:`.attention`)."""
     import onnx
     import torch
 
+    from .attention import batch_first_attention
+
+    module = batch_first_attention(module)
     errors = []
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")

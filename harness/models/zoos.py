@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import sys
 import types
 from functools import cache
@@ -108,11 +107,16 @@ def _torchvision(arch: str, image_size: int) -> tuple[Any, tuple[int, int, int]]
     tv = import_zoo("torchvision")
     builder = tv.models.get_model_builder(arch)
     kwargs: dict[str, Any] = {"weights": None}
-    if image_size and "image_size" in inspect.signature(builder).parameters:  # ViT, Swin: size fixed at creation
-        kwargs["image_size"] = image_size
     if arch in ("inception_v3", "googlenet"):  # their auxiliary heads exist only for training
         kwargs.update(aux_logits=False, init_weights=True)
-    module = builder(**kwargs)
+    module = None
+    if image_size:  # ViT fixes its token grid at creation (a keyword its builder passes on); CNNs refuse it
+        try:
+            module = builder(**kwargs, image_size=image_size)
+        except TypeError:
+            module = None
+    if module is None:
+        module = builder(**kwargs)
     size = image_size or _weights_size(tv, arch)
     return module, (3, size, size)
 
