@@ -27,7 +27,8 @@ def _sum(node: Node) -> bool:
     return isinstance(node, Identity) and len(node.inputs) == 1 and len(node.inputs[0]) > 1
 
 
-def _pointwise(node: Node) -> bool:
+def _joins(node: Node) -> bool:
+    """A node a group may take: pointwise, or an operator Inductor fuses with its neighbours."""
     if isinstance(node, Op):
         return node.opdef.pointwise or node.opdef.fusable
     return isinstance(node, Element) or _sum(node) or (isinstance(node, Activation) and node.act != "identity")
@@ -73,7 +74,7 @@ def _group(sink: Node, nodes: dict[str, Node], users: dict[str, list[Node]], exi
         for m in list(members.values()):
             for term in _reads(m):
                 p = nodes.get(term[0].node) if len(term) == 1 else None
-                if (p is None or p.name in members or not _pointwise(p) or p.name in exits
+                if (p is None or p.name in members or not _joins(p) or p.name in exits
                         or not _read_whole(p, users) or any(u.name not in members for u in users.get(p.name, []))):
                     continue
                 members[p.name] = p
@@ -125,7 +126,7 @@ def run(graph: Graph) -> int:
     taken: set[str] = set()
     done = 0
     for sink in reversed(list(nodes.values())):
-        if sink.name in taken or not _pointwise(sink):
+        if sink.name in taken or not _joins(sink):
             continue
         members = _group(sink, nodes, users, exits)
         taken.update(m.name for m in members)
