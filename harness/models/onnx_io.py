@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .attention import batch_first_attention
 from .errors import FormError
 
 DYNAMO_OPSET, LEGACY_OPSET = 18, 17
@@ -70,8 +71,6 @@ def export_module(module: Any, example: Any) -> Any:
     is exported batch-first (:mod:`.attention`)."""
     import onnx
     import torch
-
-    from .attention import batch_first_attention
 
     module = batch_first_attention(module)
     errors = []
