@@ -121,3 +121,35 @@ def test_identity_on_an_initializer_as_the_legacy_exporter_writes_it():
     assert g.num_units() == 1
     x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
     assert rel_err(reference_forward(g, x), run_ort(model, x)) < 1e-5
+
+
+def test_einsum_batched_matrix_products_import_as_matmuls():
+    """MaxViT writes attention as einsums: both batched-product forms import (the ``...jd`` one with its right
+    operand transposed) and compute the module's function; any other equation is refused by name."""
+
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 1)
+
+        def forward(self, x):
+            t = self.conv(x).reshape(x.shape[0], 2, 4, 16).transpose(2, 3)  # (B, 2 heads, 16 tokens, 4)
+            s = torch.einsum("bhid,bhjd->bhij", t, t * 0.5).softmax(-1)
+            return torch.einsum("bhij,bhjd->bhid", s, t).flatten(1)
+
+    torch.manual_seed(0)
+    net = Heads().eval()
+    with torch.no_grad():
+        program = torch.onnx.export(net, (torch.randn(2, 3, 4, 4),), dynamo=True, verbose=False)
+    model = program.model_proto
+    assert [n.op_type for n in model.graph.node].count("Einsum") == 2
+    g = import_onnx(model, batch=2)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 4))
+    want = net.double()(torch.from_numpy(x)).detach().numpy()
+    assert rel_err(reference_forward(g, x).reshape(want.shape), want) < 1e-12
+    for node in model.graph.node:
+        if node.op_type == "Einsum":
+            node.attribute[0].s = b"bhid,bhjd->bhjd"
+            break
+    with pytest.raises(OnnxImportError, match=r"Einsum 'bhid,bhjd->bhjd' is not supported: only batched matrix"):
+        import_onnx(model, batch=2)

@@ -567,7 +567,32 @@ class _Importer:
         self._linear(n, n.input[0], alpha * w, None if b is None else beta * np.broadcast_to(b, (w.shape[0],)))
 
     def op_MatMul(self, n, a):
-        left, right = n.input[0], n.input[1]
+        self._matmul(n, n.input[0], n.input[1])
+
+    def op_Einsum(self, n, a):
+        """A batched matrix product written as an einsum (MaxViT's attention: ``bghid,bghjd->bghij`` and
+        ``bghij,bghjd->bghid``): a matmul, after swapping the right operand's last two axes where it is the
+        ``...jk`` form. Other equations are refused in one line."""
+        eq = _text(a.get("equation", "")).replace(" ", "")
+        lhs, _, out = eq.partition("->")
+        terms = lhs.split(",")
+        if len(n.input) != 2 or len(terms) != 2 or len(out) < 3 or "." in eq or \
+                len({len(terms[0]), len(terms[1]), len(out)}) != 1 or not terms[0][:-2] == terms[1][:-2] == out[:-2] \
+                or terms[0][-2] != out[-2] or sorted(terms[1][-2:]) != sorted(terms[0][-1] + out[-1]):
+            raise self.error(n, f"Einsum {eq!r} is not supported: only batched matrix products "
+                                f"(...ik,...kj->...ij and ...ik,...jk->...ij)")
+        right = n.input[1]
+        if terms[1][-2:] == out[-1] + terms[0][-1]:  # ...jk: the right operand transposed
+            x, mode = self.tensor(n, right)
+            rank = len(self.full[right])
+            perm = (*range(rank - 2), rank - 1, rank - 2)
+            full = tuple(self.full[right][p] for p in perm)
+            right = f"{n.output[0]}#right"
+            self.op(n, "transpose", [x], right, {"perm": [p - 1 for p in perm[1:]] if mode == "own" else list(perm)},
+                    full=full)
+        self._matmul(n, n.input[0], right)
+
+    def _matmul(self, n, left: str, right: str) -> None:
         if right in self.consts and self.consts[right].ndim == 2:
             w = self.consts[right].T
             if len(self.full[left]) == 2 and self.mode(n, left) in ("own", "vector"):
