@@ -109,15 +109,11 @@ def _torchvision(arch: str, image_size: int) -> tuple[Any, tuple[int, int, int]]
     kwargs: dict[str, Any] = {"weights": None}
     if arch in ("inception_v3", "googlenet"):  # their auxiliary heads exist only for training
         kwargs.update(aux_logits=False, init_weights=True)
-    module = None
-    if image_size:  # ViT fixes its token grid at creation (a keyword its builder passes on); CNNs refuse it
-        try:
-            module = builder(**kwargs, image_size=image_size)
-        except TypeError:
-            module = None
-    if module is None:
-        module = builder(**kwargs)
     size = image_size or _weights_size(tv, arch)
+    try:  # ViT fixes its token grid at creation (a keyword its builder passes on: vit_h_14's weights are 518 px)
+        module = builder(**kwargs, image_size=size)
+    except TypeError:  # CNNs and Swin take any size and refuse the keyword
+        module = builder(**kwargs)
     return module, (3, size, size)
 
 
