@@ -11,6 +11,7 @@ every consumer of the export reads. The function is the same; the float64 refere
 from __future__ import annotations
 
 import copy
+from functools import cache
 from typing import Any
 
 
@@ -28,13 +29,14 @@ def batch_first_attention(module: Any) -> Any:
     if not any(isinstance(m, torch.nn.MultiheadAttention) and _eligible(m) for m in module.modules()):
         return module
     out = copy.deepcopy(module)
-    for name, m in list(out.named_modules()):
+    for m in list(out.modules()):
         for child_name, child in list(m.named_children()):
             if isinstance(child, torch.nn.MultiheadAttention) and _eligible(child):
                 setattr(m, child_name, _batch_first_class()(child))
     return out
 
 
+@cache
 def _batch_first_class() -> type:
     import torch
     import torch.nn.functional as F

@@ -584,12 +584,9 @@ class _Importer:
         right = n.input[1]
         if terms[1][-2:] == out[-1] + terms[0][-1]:  # ...jk: the right operand transposed
             x, mode = self.tensor(n, right)
-            rank = len(self.full[right])
-            perm = (*range(rank - 2), rank - 1, rank - 2)
-            full = tuple(self.full[right][p] for p in perm)
-            right = f"{n.output[0]}#right"
-            self.op(n, "transpose", [x], right, {"perm": [p - 1 for p in perm[1:]] if mode == "own" else list(perm)},
-                    full=full)
+            rank, swapped = len(self.full[right]), f"{n.output[0]}#right"
+            self._transpose(n, right, x, mode, (*range(rank - 2), rank - 1, rank - 2), swapped)
+            right = swapped
         self._matmul(n, n.input[0], right)
 
     def _matmul(self, n, left: str, right: str) -> None:
@@ -700,9 +697,14 @@ class _Importer:
         if perm[0] != 0:
             self.lazy[n.output[0]] = (src, perm)
             return
+        self._transpose(n, src, x, mode, perm, n.output[0])
+
+    def _transpose(self, n, src: str, x: Expr, mode: str, perm: tuple[int, ...], out: str) -> None:
+        """``src`` (its expression ``x`` and axis mode) transposed by ``perm``, which keeps the batch axis on
+        axis 0, as a transpose operator."""
         ir_perm = [p - 1 for p in perm[1:]] if mode == "own" else list(perm)
         full = tuple(self.full[src][p] for p in perm)
-        self.op(n, "transpose", [x], n.output[0], {"perm": ir_perm}, full=full)
+        self.op(n, "transpose", [x], out, {"perm": ir_perm}, full=full)
 
     def resolve_lazy(self, n, name: str) -> None:
         """A held-back Transpose used other than through slices of its leading axes: made real, which it can
