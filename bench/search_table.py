@@ -4,7 +4,8 @@ Reads the JSON records under each RESULTS_DIR/records (pending or uploaded) and 
 row per ios run: the search core, whether the schedule was reused, the whole optimization cost and its
 phases (Planner.plan's: graph passes, layout timing, the schedule -- inside it the DP with its stage timing
 and the in-situ selection --, preparing the model: kernel choice, Triton compiles, capture; saving), the
-DP's counters and the latency. Records older than the phases show "-" for them.
+DP's counters, the kernel choice's (candidates timed, reused from the store, Triton compiles), how the layout
+was chosen and the latency. Records older than the phases show "-" for them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from pathlib import Path
 
 PHASES = ("passes", "layout", "schedule", "prepare", "save")
 COLUMNS = ("model", "precision", "batch", "core", "reused", "cost_s", *(f"{p}_s" for p in PHASES), "dp_s", "select_s",
-           "states", "transitions", "stages", "timed", "screened", "median_ms")
+           "states", "transitions", "stages", "timed", "screened", "kernels_timed", "kernels_reused", "compiles",
+           "compile_s", "layout_by", "median_ms")
+
+
+def kernels(m: dict) -> tuple:
+    """The kernel choice's share: candidates timed, choices reused from the store, Triton compiles and their seconds."""
+    return (*(int(m[k]) if k in m else "-" for k in ("kernel_ops_timed", "kernel_reused", "kernel_compiles")),
+            f"{m['kernel_compile_s']:.1f}" if "kernel_compile_s" in m else "-")
 
 
 def rows(results: Path):
@@ -33,11 +41,12 @@ def rows(results: Path):
         yield (*head, "yes" if m.get("search_reused") == 1.0 else "no", f"{cost:.1f}", *phases, f"{dp:.1f}",
                f"{sel:.1f}", int(m.get("search_states", 0)),
                int(m.get("search_transitions", 0)), int(m.get("search_stage_evaluations", 0)),
-               int(m.get("search_measurements", 0)), int(m.get("search_parts_screened", 0)), latency)
+               int(m.get("search_measurements", 0)), int(m.get("search_parts_screened", 0)), *kernels(m),
+               r.get("params", {}).get("layout_chosen_by", "-"), latency)
         if "plan_schedule_last_s" in m:  # runner.processes=N: the last process's preparation (a warm rerun)
             last = [f"{m[f'plan_{p}_last_s']:.1f}" if f"plan_{p}_last_s" in m else "-" for p in PHASES]
             yield (*head, f"{'yes' if m.get('search_reused_last') == 1.0 else 'no'} (process {int(m['processes'])})",
-                   f"{m['optimization_cost_last_s']:.1f}", *last, "-", "-", "-", "-", "-", "-", "-", latency)
+                   f"{m['optimization_cost_last_s']:.1f}", *last, *["-"] * 12, latency)
 
 
 def main(argv: list[str]) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -50,6 +51,19 @@ COST_CACHE_VERSION = "v3"
 Guard = Callable[[], contextlib.AbstractContextManager[Any]] | None
 
 
+def library_versions() -> str:
+    """What a kernel's speed depends on besides its signature and GPU: PyTorch, cuDNN and Triton."""
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "none"
+    return f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()} triton {triton_version}"
+
+
 @dataclass
 class PlanOptions(SearchOptions):
     """The search's options plus how stages are costed and timed and how the model will run."""
@@ -63,6 +77,8 @@ class PlanOptions(SearchOptions):
     passes: list[str] = field(default_factory=lambda: list(DEFAULT_PASSES))  # graph rewrites (ios_core.passes)
     kernels: str = "auto"  # per conv: auto (time cuDNN and GEMM, keep the faster), cudnn, gemm
     channels_last: str = "auto"  # auto (time both layouts on CUDA, keep the faster), true (NHWC), false (NCHW)
+    layout_screen: float = 0.1  # auto layout: vendor kernels decide where one layout is faster by this fraction
+    layout_any_batch: bool = True  # auto layout: reuse the choice saved for another batch size of the workload
     warmup: int = 2  # stage timing for the measured cost model: warmup replays,
     number: int = 5  # copies per captured graph (each after an L2 flush),
     repeat: int = 3  # and replays; the median of number x repeat samples
@@ -85,6 +101,9 @@ class PlanOptions(SearchOptions):
         for p in self.passes:
             choose("passes", p, PASSES)
         at_least(self, 1, "number", "repeat")
+        if not 0 <= self.layout_screen < 10:
+            raise OptionError(f"layout_screen={self.layout_screen}: a fraction from 0 (always time the layouts with "
+                              "the kernel choice) to below 10")
         at_least(self, 0, "opt_batch")
 
     def digest(self, keys: tuple[str, ...], **more: Any) -> str:
@@ -162,10 +181,22 @@ class Planner:
         self._kernels: KernelTable | None = None
 
     def kernel_table(self, target: TorchTarget) -> KernelTable:
+        """The one table of this plan; on CUDA with a store, its choices are also kept in the store's
+        ``cache/kernel_choices-<gpu>.json`` for every later plan (flushed by :meth:`plan`)."""
         if self._kernels is None:
-            timer = kernel_timer(target, guard=self.guard) if target.device.type == "cuda" else None
-            self._kernels = KernelTable(self.options.kernels, timer)
+            cuda = target.device.type == "cuda"
+            timer = kernel_timer(target, guard=self.guard) if cuda else None
+            remembered, context = None, ""
+            if cuda and self.store is not None:
+                remembered = CostCache(self.store / "cache" / f"kernel_choices-{slug(target.device_name())}.json",
+                                       value=str)
+                context = library_versions()
+            self._kernels = KernelTable(self.options.kernels, timer, remembered=remembered, context=context)
         return self._kernels
+
+    def _flush_kernels(self) -> None:
+        if self._kernels is not None and self._kernels.remembered is not None:
+            self._kernels.remembered.flush()  # type: ignore[attr-defined]
 
     def cost_models(self, target: TorchTarget, work: Workload) -> CostModels:
         """``auto``: on CUDA, each part is screened with the calibrated model and solved with
@@ -229,11 +260,12 @@ class Planner:
             metrics["predicted_insitu_ms"] = float(sched.stats["insitu_ms"])
         return sched, metrics
 
-    def _stem(self, work: Workload) -> Path | None:
+    def _stem(self, work: Workload, batch: int | str | None = None) -> Path | None:
+        """Where this workload's files are saved, less their suffix (``batch``: another one's, or a glob)."""
         if self.store is None:
             return None
         return (self.store / "schedules" / f"{work.graph.name}-{work.graph.hash()}" /
-                f"{slug(work.device_name)}-bs{work.batch}-{work.precision}")
+                f"{slug(work.device_name)}-bs{work.batch if batch is None else batch}-{work.precision}")
 
     def schedule_path(self, work: Workload, channels_last: bool) -> Path | None:
         """Where these settings' schedule for this workload is saved (None without a store).
@@ -252,6 +284,12 @@ class Planner:
         ``research``); a new search (or a baseline). It is made for ``opt_batch`` where set. A
         schedule searched here is saved after the model is prepared, with the kernels it settled.
         Raises :class:`PlanError` for a schedule that cannot be used."""
+        try:
+            return self._plan(work, device)
+        finally:
+            self._flush_kernels()  # the kernels timed so far serve the next plan, even after a failure
+
+    def _plan(self, work: Workload, device: str) -> Plan:
         o = self.options
         metrics: dict[str, float] = {}
         phase = _Phases(metrics)  # where the optimization cost goes, phase by phase (plan_<phase>_s)
@@ -385,7 +423,10 @@ class Planner:
     def layout(self, work: Workload, device: str) -> tuple[bool, str, dict[str, float]]:
         """(channels_last, how it was chosen, the layouts' times): forced by the option, NCHW on
         the CPU, or on CUDA the faster of both layouts under Greedy, saved beside the schedules
-        so that a later plan with the same settings reuses the choice without timing."""
+        so that a later plan with the same settings (at any batch size, with ``layout_any_batch``)
+        reuses the choice without timing. Both layouts are timed first on the vendor's kernels
+        alone (no candidates timed, nothing compiled); only where they are within ``layout_screen``
+        of each other are they timed again with the kernel choice the model will run with."""
         o = self.options
         forced = parse_channels_last(o.channels_last)
         if forced is not None:
@@ -393,24 +434,35 @@ class Planner:
         if device != "cuda":
             return False, "default", {}
         stem = self._stem(work)
-        path = stem.with_name(f"{stem.name}-layout-{o.digest(LAYOUT_KEYS)}.json") if stem else None
-        if path is not None and path.is_file() and not o.research:
-            try:
-                saved = json.loads(path.read_text())
-                times = {k: float(saved["ms"][k]) for k in ("nchw", "nhwc")}
-                return bool(saved["channels_last"]), "reused", times
-            except (ValueError, KeyError, TypeError):
-                pass  # a damaged choice file is timed again
+        name = f"layout-{o.digest(LAYOUT_KEYS)}.json"
+        path = stem.with_name(f"{stem.name}-{name}") if stem else None
+        if path is not None and not o.research:
+            others = sorted(path.parent.glob(f"{self._stem(work, '*').name}-{name}"),  # type: ignore[union-attr]
+                            key=lambda p: abs(_batch_of(p) - work.batch)) if o.layout_any_batch else []
+            saved = _saved_layout([path, *(p for p in others if p != path)], path)
+            if saved is not None:
+                return saved
         mode, captured = RUNTIMES[o.runtime]
         timing = TimingConfig(o.warmup + 1, o.number, o.repeat + 2, cold=False, guard=self.guard)
-        times = time_layouts(work.graph, work.batch, device, work.precision, mode=mode, captured=captured,
-                             fuse=o.fuse, follow_chains=o.streams == "chains", greedy_streams=o.greedy_streams,
-                             kernels=self.kernel_table, timing=timing)
+
+        def timed(kernels: Callable[[TorchTarget], KernelTable | None]) -> dict[str, float]:
+            return time_layouts(work.graph, work.batch, device, work.precision, mode=mode, captured=captured,
+                                fuse=o.fuse, follow_chains=o.streams == "chains", greedy_streams=o.greedy_streams,
+                                kernels=kernels, timing=timing)
+        how = "measured"
+        if o.layout_screen > 0 and o.kernels == "auto":
+            vendor = timed(lambda _: KernelTable("cudnn"))
+            fast, slow = sorted(vendor.values())
+            if slow > fast * (1 + o.layout_screen):
+                times, how = vendor, "measured (vendor kernels)"
+        if how == "measured":
+            times = timed(self.kernel_table)
         channels_last = faster_layout(times) == "nhwc"
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"channels_last": channels_last, "ms": times}, indent=1))
-        return channels_last, "measured", times
+            path.write_text(json.dumps({"channels_last": channels_last, "ms": times, "how": how,
+                                        "batch": work.batch}, indent=1))
+        return channels_last, how, times
 
     def bounds(self, target: TorchTarget, work: Workload) -> dict[str, float]:
         """Critical path and sum of ops under the configured cost model (comparable with predicted_ms)."""
@@ -420,6 +472,26 @@ class Planner:
         finally:
             if models.measured is not None:
                 models.measured.close()
+
+
+def _batch_of(path: Path) -> int:
+    found = re.search(r"-bs(\d+)-", path.name)
+    return int(found.group(1)) if found else 0
+
+
+def _saved_layout(candidates: list[Path], own: Path) -> tuple[bool, str, dict[str, float]] | None:
+    """The first readable layout choice among ``candidates`` (``own``: this workload's; the others were saved
+    for other batch sizes of it); None where there is none (a damaged file counts as none)."""
+    for p in candidates:
+        if not p.is_file():
+            continue
+        try:
+            saved = json.loads(p.read_text())
+            times = {k: float(saved["ms"][k]) for k in ("nchw", "nhwc")}
+        except (ValueError, KeyError, TypeError):
+            continue  # a damaged choice file is timed again
+        return bool(saved["channels_last"]), "reused" if p == own else f"reused (batch {_batch_of(p)})", times
+    return None
 
 
 def plan(work: Workload, target: TorchTarget, options: PlanOptions | None = None, *, store: Path | None = None,

@@ -114,3 +114,22 @@ def test_passes_and_kernel_choice_on_nhwc_match_the_reference(model, kernels):
     assert used["kernel_gemm"] > 0 if kernels == "gemm" else used["kernel_ops_timed"] > 0
     if kernels == "second" and model != "randwire":  # randwire has no max or avg pool
         assert used["kernel_pool_triton"] > 0 and table.compiled and not table.failed
+
+
+def test_a_second_plan_reuses_the_layout_across_batch_and_every_kernel_choice(tmp_path):
+    """Issue 42 on the GPU: the layout screened on vendor kernels (or timed with the choice where close), then
+    reused by another batch size; a re-search of the first workload times no kernel candidate again."""
+    from ios_core.planner import Planner, PlanOptions
+
+    work = Workload(build_model("inception_v3", **SMALL["inception_v3"]), 1, "fp32", "gpu-test")
+    options = PlanOptions(schedule="ios-both", part_size=6)
+    first = Planner(options, tmp_path).plan(work, "cuda")
+    assert first.layout_how in ("measured", "measured (vendor kernels)") and first.metrics["kernel_ops_timed"] > 0
+    assert list((tmp_path / "cache").glob("kernel_choices-*.json"))
+    other = Planner(options, tmp_path).plan(work.at_batch(4), "cuda")
+    assert other.layout_how == "reused (batch 1)" and other.channels_last == first.channels_last
+    again = Planner(PlanOptions(schedule="ios-both", part_size=6, research=True, channels_last=str(first.channels_last)),
+                    tmp_path).plan(work, "cuda")
+    assert again.metrics["kernel_ops_timed"] == 0 and again.metrics["kernel_reused"] > 0, again.metrics
+    x = seeded_input(work.graph, 1, 0)
+    assert rel_err(again.target.to_numpy(again.infer(again.load_input(x))), reference_forward(work.graph, x)) < 1e-3

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.job import run
+from ios_core.cost import CostCache
 from ios_core.ir.nodes import Conv, Value
 from ios_core.runtime.kernels import KernelTable, conv_gemm, gemm_ok
 from ios_core.runtime.target import faster_layout, parse_channels_last
@@ -54,7 +55,8 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
     ran = []
     assert table.impl(_conv(), x, ran.append) == "gemm"
     assert table.impl(_conv(), x, ran.append) == "gemm"
-    assert asked == [2] and table.counts() == {"kernel_ops_timed": 1.0, "kernel_gemm": 1.0, "kernel_cudnn": 0.0,
+    assert asked == [2] and table.counts() == {"kernel_ops_timed": 1.0, "kernel_reused": 0.0, "kernel_gemm": 1.0,
+                                              "kernel_cudnn": 0.0,
                                               "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0,
                                               "kernel_fused_triton": 0.0, "kernel_fused_aten": 0.0,
                                               "kernel_compiles": 0.0, "kernel_compile_s": 0.0}
@@ -64,6 +66,26 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
     assert tie.impl(_conv(), x, ran.append) == "cudnn"  # a tie keeps cuDNN
     seeded = KernelTable("auto", None, choices=table.choices)  # from a schedule file: nothing timed
     assert seeded.impl(_conv(), x, ran.append) == "gemm" and seeded.timed == 0
+
+
+def test_kernel_choices_are_remembered_across_plans_by_versions_and_signature(tmp_path):
+    """A choice timed by one run is taken by the next from the store's file, untimed, where the library
+    versions match; a file another process wrote meanwhile is merged, not overwritten."""
+    path = tmp_path / "kernel_choices.json"
+    x = torch.randn(1, 8, 4, 4).to(memory_format=torch.channels_last)
+    first = KernelTable("auto", lambda calls: [2.0, 1.0], remembered=CostCache(path, value=str), context="v1")
+    other = CostCache(path, value=str)  # a second process, started at the same time
+    assert first.impl(_conv(), x, lambda i: None) == "gemm"
+    first.remembered.flush()
+    other.put("v1|elsewhere", "cudnn")
+    other.flush()
+    saved = json.loads(path.read_text())
+    assert set(saved) == {"v1|elsewhere", next(iter(first.choices)).join(["v1|", ""])}
+    again = KernelTable("auto", lambda calls: pytest.fail("a remembered choice is not timed again"),
+                        remembered=CostCache(path, value=str), context="v1")
+    assert again.impl(_conv(), x, lambda i: None) == "gemm" and again.counts()["kernel_reused"] == 1.0
+    newer = KernelTable("auto", lambda calls: [1.0, 3.0], remembered=CostCache(path, value=str), context="v2")
+    assert newer.impl(_conv(), x, lambda i: None) == "cudnn" and newer.timed == 1  # other versions time again
 
 
 def test_kernel_modes_and_the_untimed_default():

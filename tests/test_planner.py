@@ -8,7 +8,7 @@ import pytest
 from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import reference_forward
 from ios_core.models import build_model
-from ios_core.planner import PlanError, Planner, PlanOptions, plan
+from ios_core.planner import LAYOUT_KEYS, PlanError, Planner, PlanOptions, plan
 from ios_core.runtime import ScheduledModel, TorchTarget
 from ios_core.schedule import OptionError, SearchOptions
 from ios_core.workload import Workload
@@ -101,3 +101,24 @@ def test_one_plan_call_gives_the_model_ready_and_says_where_its_schedule_came_fr
     with pytest.raises(PlanError, match="^schedule_file: .*made for graph") as err:
         Planner(PlanOptions(schedule_file=str(first.path)), tmp_path).plan(other, "cpu")
     assert err.value.named("backend.").startswith("backend.schedule_file: ")
+
+
+def test_a_layout_choice_saved_for_one_batch_size_serves_the_others(tmp_path):
+    """Issue 42: a batch-size sweep times the layouts once; the nearest batch's choice is reused (read before any
+    timing, so this runs without a GPU), a damaged file is passed over, and layout_any_batch=false asks for its own."""
+    work = Workload(build_model("sample", **SMALL["sample"]), 16, "fp16", "NVIDIA H100")
+    planner = Planner(PlanOptions(), tmp_path)
+    own = planner._stem(work)
+    name = own.name + "-layout-" + PlanOptions().digest(LAYOUT_KEYS) + ".json"
+    own.parent.mkdir(parents=True)
+    for batch, nhwc in ((1, True), (64, False), (128, True)):
+        (own.parent / name.replace("-bs16-", f"-bs{batch}-")).write_text(
+            json.dumps({"channels_last": nhwc, "ms": {"nchw": 2.0, "nhwc": 1.0}}))
+    assert planner.layout(work, "cuda") == (True, "reused (batch 1)", {"nchw": 2.0, "nhwc": 1.0})  # 15 from 16
+    (own.parent / name.replace("-bs16-", "-bs1-")).write_text("{damaged")
+    assert planner.layout(work, "cuda")[:2] == (False, "reused (batch 64)")
+    (own.parent / name).write_text(json.dumps({"channels_last": True, "ms": {"nchw": 3.0, "nhwc": 1.0}}))
+    assert planner.layout(work, "cuda")[:2] == (True, "reused")
+    (own.parent / name).unlink()
+    with pytest.raises(AssertionError, match="CUDA"):  # its own choice is timed: not on this CPU-only machine
+        Planner(PlanOptions(layout_any_batch=False), tmp_path).layout(work, "cuda")

@@ -8,32 +8,45 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from ..ir import Graph
 from ..schedule.schedule import Stage
 from .signature import key, signature, stage_nodes
 
+V = TypeVar("V")
 
-class CostCache:
-    """A JSON file of {key: milliseconds}; written atomically every ``flush_every`` new
-    entries and on close, so a crash loses at most that many measurements."""
 
-    def __init__(self, path: str | Path | None, flush_every: int = 200):
+class CostCache(Generic[V]):
+    """A JSON file of {key: value} (stage milliseconds; kernel choices with ``value=str``); written
+    atomically every ``flush_every`` new entries and on close, so a crash loses at most that many
+    measurements. Entries another process wrote meanwhile are kept: the file is merged, not replaced."""
+
+    def __init__(self, path: str | Path | None, flush_every: int = 200, value: Callable[[Any], V] = float):
         self.path = Path(path) if path else None
-        self.flush_every = flush_every
-        self.data: dict[str, float] = {}
+        self.flush_every, self.value = flush_every, value
+        self._stamp = 0  # the file's modification time when this process last read or wrote it
+        self.data: dict[str, V] = self._read()
         self.dirty = 0
-        if self.path is not None and self.path.is_file():
-            try:
-                self.data = {k: float(v) for k, v in json.loads(self.path.read_text()).items()}
-            except (json.JSONDecodeError, ValueError, AttributeError):
-                self.data = {}  # a corrupt cache is only a cache: start over
 
-    def get(self, k: str) -> float | None:
+    def _mtime(self) -> int:
+        return self.path.stat().st_mtime_ns if self.path is not None and self.path.is_file() else 0
+
+    def _read(self) -> dict[str, V]:
+        if self.path is None or not self.path.is_file():
+            return {}
+        self._stamp = self._mtime()
+        try:
+            return {k: self.value(v) for k, v in json.loads(self.path.read_text()).items()}
+        except (json.JSONDecodeError, ValueError, AttributeError, TypeError):
+            return {}  # a corrupt cache is only a cache: start over
+
+    def get(self, k: str) -> V | None:
         return self.data.get(k)
 
-    def put(self, k: str, ms: float) -> None:
+    def put(self, k: str, ms: V) -> None:
         self.data[k] = ms
         self.dirty += 1
         if self.dirty >= self.flush_every:
@@ -43,11 +56,13 @@ class CostCache:
         if self.path is None or not self.dirty:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._mtime() != self._stamp:  # another process wrote it since: keep its entries too
+            self.data = {**self._read(), **self.data}
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
             json.dump(self.data, f)
         os.replace(tmp, self.path)
-        self.dirty = 0
+        self._stamp, self.dirty = self._mtime(), 0
 
     def __len__(self) -> int:
         return len(self.data)

@@ -29,7 +29,7 @@ import json
 import time
 import weakref
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -89,10 +89,14 @@ RECOMPILE_LIMIT = 512
 
 
 def _raise_recompile_limits() -> None:
+    """Also compiles in this process: each program is one kernel, so Inductor's pool of compile workers (one
+    per core, started on the first compile: a second or two on the H100 machine) has nothing to overlap."""
     import torch._dynamo.config as dynamo_config
+    import torch._inductor.config as inductor_config
 
     dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
     dynamo_config.accumulated_recompile_limit = max(dynamo_config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
+    inductor_config.compile_threads = 1
 
 
 def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -132,23 +136,36 @@ def sig_text(sig: tuple) -> str:
     return repr(sig)
 
 
+class Remembered(Protocol):
+    """Choices kept across runs (:class:`ios_core.cost.CostCache` with string values)."""
+
+    def get(self, k: str) -> str | None: ...
+
+    def put(self, k: str, v: str) -> None: ...
+
+
 class KernelTable:
     """Signature -> implementation, filled by timing the candidates on first sight.
 
     ``timer(calls) -> ms per call`` times zero-argument callables (each enqueues one conv on
     the current stream); the backend passes one built on the stage timer's instrument, so a
-    choice rests on the same timing as everything else in the search."""
+    choice rests on the same timing as everything else in the search. ``remembered`` keeps the
+    choices across runs, keyed by ``context`` (GPU, library versions) and the signature, so every
+    model, batch size and schedule with the same operator reuses one timing (and compiles no
+    Triton candidate that lost)."""
 
     def __init__(self, mode: str = "auto", timer: Callable[[list[Callable[[], object]]], list[float]] | None = None,
-                 choices: dict[str, str] | None = None):
+                 choices: dict[str, str] | None = None, remembered: Remembered | None = None, context: str = ""):
         if mode not in KERNEL_MODES:
             raise ValueError(f"unknown kernel mode {mode!r}; choose one of: {', '.join(KERNEL_MODES)}")
         self.mode, self.timer = mode, timer
+        self.remembered, self.context = remembered, context
         self.choices: dict[str, str] = dict(choices or {})
         self.timings: dict[str, dict[str, float]] = {}
         self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
         self.compiled: dict[str, Callable[..., torch.Tensor]] = {}  # key -> Triton pool or fused program
         self.timed = 0
+        self.reused = 0  # choices taken from ``remembered`` (an earlier run's timing of the same signature)
         self.compiles, self.compile_s = 0, 0.0  # Triton programs compiled (first calls) and the seconds they took
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
@@ -199,6 +216,11 @@ class KernelTable:
         hit = self.choices.get(key)
         if hit is not None:
             return hit
+        known = self.remembered.get(f"{self.context}|{key}") if self.remembered is not None else None
+        if known in impls:
+            self.choices[key] = known
+            self.reused += 1
+            return known
         if self.timer is None or (x.is_cuda and torch.cuda.is_current_stream_capturing()):
             return impls[0]  # the safe default, not remembered
         try:
@@ -210,12 +232,14 @@ class KernelTable:
         self.timed += 1
         choice = min(impls, key=lambda i: (self.timings[key][i], i != impls[0]))
         self.choices[key] = choice
+        if self.remembered is not None:
+            self.remembered.put(f"{self.context}|{key}", choice)
         return choice
 
     def counts(self) -> dict[str, float]:
         fused = [v for k, v in self.choices.items() if k.startswith("('fused'")]
         used = [v for k, v in self.choices.items() if not k.startswith("('fused'")]
-        return {"kernel_ops_timed": float(self.timed), "kernel_gemm": float(used.count("gemm")),
+        return {"kernel_ops_timed": float(self.timed), "kernel_reused": float(self.reused), "kernel_gemm": float(used.count("gemm")),
                 "kernel_cudnn": float(used.count("cudnn")), "kernel_pool_triton": float(used.count("triton")),
                 "kernel_pool_aten": float(used.count("aten")), "kernel_fused_triton": float(fused.count("triton")),
                 "kernel_fused_aten": float(fused.count("aten")), "kernel_compiles": float(self.compiles),

@@ -67,6 +67,16 @@ class TorchTarget:
         t = self.torch.from_numpy(np.ascontiguousarray(x)).to(device=self.device, dtype=self.dtype)
         return t.contiguous(memory_format=self.torch.channels_last) if self.channels_last and t.dim() == 4 else t
 
+    def random(self, shape: tuple[int, ...], generator, scale: float = 0.05):
+        """Normal random values times ``scale``, made on the device in the target dtype and layout (for
+        timing only: the values do not matter, their shapes and memory format do)."""
+        t = self.torch.randn(shape, generator=generator, device=self.device).mul_(scale).to(self.dtype)
+        return t.contiguous(memory_format=self.torch.channels_last) if self.channels_last and t.dim() == 4 else t
+
+    def generator(self, seed: int = 0):
+        """A seeded random generator on the target's device (for :meth:`random`)."""
+        return self.torch.Generator(device=self.device).manual_seed(seed)
+
     def to_numpy(self, y) -> np.ndarray:
         return y.detach().float().cpu().numpy()
 

@@ -159,7 +159,7 @@ class StageTimer:
         self.fuse = fuse and self.cuda
         self.params: dict[str, list[tuple[torch.Tensor | None, ...]]] = {}
         self.inputs: dict[tuple, torch.Tensor] = {}
-        self.rng = np.random.default_rng(0)
+        self.generator = target.generator()
 
     def _weights(self, graph: Graph, node: Node) -> None:
         # a merged conv carries its first conv's name: key it by its hint ("a b c") instead
@@ -170,7 +170,8 @@ class StageTimer:
             if all(has_weights(x) for x in inner):
                 self.params[key] = [node_params(x, tensor) for x in inner]
             else:  # a merged conv reads what its first conv reads, so the graph knows its input shape
-                rp = random_params(node, graph.input_shape_of(node), tensor, self.rng)
+                rp = random_params(node, graph.input_shape_of(node),
+                                   lambda shape: self.target.random(shape, self.generator))
                 self.params[key] = [rp[x.name] for x in inner]
         for x, p in zip(inner, self.params[key]):
             self.current[x.name] = p
@@ -178,7 +179,7 @@ class StageTimer:
     def _input(self, shape) -> torch.Tensor:
         key = tuple(shape)
         if key not in self.inputs:
-            self.inputs[key] = self.target.tensor(self.rng.standard_normal((self.batch, *shape), dtype=np.float32))
+            self.inputs[key] = self.target.random((self.batch, *shape), self.generator, scale=1.0)
         return self.inputs[key]
 
     def _work(self, graph: Graph, groups: list[list[Node]]) -> Work:

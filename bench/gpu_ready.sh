@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# IOS ready in seconds (issue 42), on one CUDA GPU: cold and warm optimization cost per network and for a batch
+# sweep, with the kernel choices kept in the store and the layout reused across batch sizes. Parts:
+#   gputests        pytest tests/test_ios_gpu.py (the CUDA runtimes, kernel choice, plan reuse)
+#   ready:M1,M2     each network cold in its own fresh store, then warm (sweep.rerun=true), fp16 batch 1
+#   batches:M       one network at batch 1,16,64,128 in one fresh store (the layout timed once, kernels shared)
+#   e.g. call (carry .whl):  OUT=dir bash bench/gpu_ready.sh gputests ready:inception_v3,nasnet batches:inception_v3
+# Everything comes back in $OUT/ready.tgz (logs, records) and $OUT/search_table.tsv (bench/search_table.py).
+# The lent machine's Python writes no bytecode cache, so every process compiled torch's ~3,500 modules from source
+# (about 10 s of each run's import and first compile, profiled): a cache folder is given, and filled once first,
+# as an installed environment has.
+set -uo pipefail
+SITE=/tmp/site OUT=${OUT:-results/ready} LOGS=/tmp/ready_logs
+export PYTHONPATH=$SITE PYTHONPYCACHEPREFIX=/tmp/pycache
+unset PYTHONDONTWRITEBYTECODE
+mkdir -p "$OUT" $LOGS
+python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl/*.whl || exit 1
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$LOGS/install.log" 2>&1 || { tail -5 "$LOGS/install.log"; exit 1; }
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; env | grep -i "^python"; } >> "$LOGS/versions.txt" 2>&1
+python3 -c "import harness.job, torch._dynamo, torch._inductor.compile_fx, triton" 2>>"$LOGS/versions.txt"
+stores=()
+sweep() {  # sweep NAME STORE OVERRIDES...
+  local name=$1 rd=$2; shift 2
+  local t0=$SECONDS
+  timeout "${SWEEP_S:-400}" python3 -m harness -m device=cuda tracking=off tracking.results_dir="$rd" precision=fp16 \
+    backend=ios runner.max_time_s=2 runner.min_time_s=1 "$@" > "$LOGS/$name.log" 2>&1
+  echo "$name: $((SECONDS - t0)) s, rc=$?" >> "$LOGS/times.txt"
+  stores+=("$rd")
+}
+for part in "$@"; do
+  case $part in
+    gputests) timeout 300 python3 -m pytest -q -x tests/test_ios_gpu.py > "$LOGS/gputests.log" 2>&1
+              echo "gputests: rc=$?" >> "$LOGS/times.txt" ;;
+    ready:*) IFS=, read -ra models <<< "${part#ready:}"
+             for m in "${models[@]}"; do
+               sweep "ready-$m-cold" "/tmp/ready_$m" model="$m" batch=1
+               sweep "ready-$m-warm" "/tmp/ready_$m" model="$m" batch=1 sweep.rerun=true
+             done ;;
+    batches:*) m=${part#batches:}
+               sweep "batches-$m" "/tmp/batches_$m" model="$m" batch=1,16,64,128 ;;
+    *) echo "unknown part $part"; exit 2 ;;
+  esac
+done
+for rd in "${stores[@]}"; do echo "== $rd"; python3 bench/search_table.py "$rd"; done > "$OUT/search_table.tsv" 2>&1
+tar czf "$OUT/ready.tgz" -C /tmp ready_logs $(cd /tmp && ls -d ready_*/records batches_*/records 2>/dev/null)
+exit 0
