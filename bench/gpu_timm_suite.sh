@@ -12,7 +12,7 @@
 #   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh profile:mobilevit_s misses  (a
 #                                       kernel profile of one model; tf_efficientnet_b0 in 3 processes each)
 #   call (carry .whl):                  OUT=dir bash bench/gpu_timm_suite.sh retime  (the misses and two
-#                                       transformers again, IOS and compile in one sweep)
+#                                       transformers again, IOS and compile in one sweep; models:A,B,C any)
 # Each part is one sweep per backend; the records stay in $OUT/results.tgz and one line per run goes to
 # $OUT/suite.md (model, variant, latency, error against the float64 module).
 set -uo pipefail
@@ -55,6 +55,8 @@ for part in "$@"; do
                  backend.compile_mode=reduce-overhead ;;
     pair-*) i=${part#pair-}; sweep "$part" "${MODELS[@]:$((i * 3)):3}" -- backend=ios,pytorch_compile ;;
     misses) sweep misses tf_efficientnet_b0 -- backend=ios,pytorch_compile runner.processes=3 ;;
+    models:*) IFS=, read -ra some <<< "${part#models:}"  # any models of the suite, IOS and compile in one sweep
+              sweep "models-${some[0]}" "${some[@]}" -- backend=ios,pytorch_compile ;;
     retime) sweep retime tf_efficientnet_b0 mobilevit_s convnextv2_nano deit_tiny_patch16_224 \
               swin_base_patch4_window7_224 -- backend=ios,pytorch_compile ;;  # the misses and two transformers
     profile:*) arch=${part#profile:}  # where the GPU time goes (bench/kernel_profile.py), IOS Greedy vs compile
