@@ -153,3 +153,40 @@ def test_einsum_batched_matrix_products_import_as_matmuls():
             break
     with pytest.raises(OnnxImportError, match=r"Einsum 'bhid,bhjd->bhjd' is not supported: only batched matrix"):
         import_onnx(model, batch=2)
+
+
+def test_expand_of_a_norm_imports_where_the_batch_is_merged_into_windows():
+    """Swin V2's F.normalize exports an Expand of the norm before the division, on windows that merge the batch
+    axis: it imports as a broadcast and computes the module's function; a shape it cannot take is named."""
+
+    class Windows(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 1)
+
+        def forward(self, x):
+            t = self.conv(x).reshape(x.shape[0] * 2, 4, 16)  # two windows per sample, batch merged into axis 0
+            return torch.nn.functional.normalize(t, dim=-1).reshape(x.shape[0], -1)
+
+    torch.manual_seed(0)
+    net = Windows().eval()
+    with torch.no_grad():
+        model = torch.onnx.export(net, (torch.randn(2, 3, 4, 4),), dynamo=True, verbose=False).model_proto
+    expand = next(n for n in model.graph.node if n.op_type == "Expand")
+    g = import_onnx(model, batch=2)
+    assert "expand" in {getattr(n, "op", "") for n in g.nodes()}
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 4))
+    want = net.double()(torch.from_numpy(x)).detach().numpy()
+    assert rel_err(reference_forward(g, x).reshape(want.shape), want) < 1e-12
+    from ios_core.interpreters.torch import to_torch
+
+    with torch.no_grad():  # the IR's PyTorch form (what IOS runs) and its ONNX export compute it too
+        assert rel_err(to_torch(g).double()(torch.from_numpy(x)).numpy().reshape(want.shape), want) < 1e-12
+    assert rel_err(reference_forward(import_onnx(export_onnx(g), batch=2), x).reshape(want.shape), want) < 1e-12
+    shape = next(i for i in model.graph.initializer if i.name == expand.input[1])
+    grown = numpy_helper.to_array(shape).copy()
+    grown[0] *= 3
+    model.graph.initializer.append(numpy_helper.from_array(grown, "grown"))  # its own: the shape is shared
+    expand.input[1] = "grown"
+    with pytest.raises(OnnxImportError, match=r"'node_expand' \(Expand\): cannot expand \(4, 4, 1\) to \(12, 4, 16\)"):
+        import_onnx(model, batch=2)

@@ -303,6 +303,20 @@ register(OpDef("slice", 1, _sliced, lambda xs, p: xs[0][_slice_index(xs[0].ndim,
                macs=lambda s, o, p: 0, fusable=True))
 
 
+def _expanded(shapes: Sequence[Shape], p: Params) -> Shape:
+    shape = tuple(int(d) for d in p["shape"])
+    if len(shape) != len(shapes[0]) or _broadcast([shapes[0], shape], p) != shape:
+        raise ValueError(f"cannot expand {tuple(shapes[0])} to {shape}")
+    return shape
+
+
+register(OpDef("expand", 1, _expanded, lambda xs, p: np.broadcast_to(xs[0], (xs[0].shape[0], *p["shape"])).copy(),
+               lambda xs, p: xs[0].expand((xs[0].shape[0], *p["shape"])), "Expand",
+               export=lambda ex, xs, p: ex.emit("Expand", [xs[0], ex.const("shape", np.array([1, *p["shape"]],
+                                                                                            np.int64))], "expand"),
+               macs=lambda s, o, p: 0, fusable=True))  # a broadcast view (F.normalize's norm in Swin V2)
+
+
 def _gathered(shapes: Sequence[Shape], p: Params) -> Shape:
     shape, idx = list(shapes[0]), np.asarray(p["index"])
     return tuple(shape[:p["axis"]] + list(idx.shape) + shape[p["axis"] + 1:])

@@ -684,6 +684,25 @@ class _Importer:
             full.insert(x, 1)
         self.reshape_to(n, src, tuple(full), n.output[0])
 
+    def op_Expand(self, n, a):
+        """A broadcast of a feature map to a shape of the same rank (``F.normalize``'s norm before its division in
+        Swin V2); growing the rank or the batch axis is refused."""
+        src = n.input[0]
+        x, mode = self.tensor(n, src)
+        full = self.full[src]
+        shape = tuple(int(d) for d in self.required(n, 1).tolist())
+        try:
+            target = tuple(int(d) for d in np.broadcast_shapes(full, shape))
+        except ValueError:
+            raise self.error(n, f"cannot expand {full} to {shape}") from None
+        if len(target) != len(full) or target[0] != full[0]:
+            raise self.error(n, f"an Expand of {full} to {shape} adds axes or grows the batch axis; not supported")
+        if target == full:
+            self.define(n.output[0], x, full)
+            return
+        per_sample = (target[0] // self.batch, *target[1:]) if mode == "merged" else target[1:]
+        self.op(n, "expand", [x], n.output[0], {"shape": list(per_sample)}, full=target)
+
     def op_Transpose(self, n, a):
         src = n.input[0]
         perm = tuple(int(p) for p in a.get("perm", reversed(range(len(self.full.get(src, ()))))))
