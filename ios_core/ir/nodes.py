@@ -463,7 +463,7 @@ class Op(Node):
             raise GraphError(f"node {self.name}: an operator node needs at least one input")
         self.operand_shapes = [operand_shape(self, i, shapes) for i in range(len(self.inputs))]
         ranks = {len(s) for s in self.operand_shapes}
-        if len(ranks) > 1 and self.opdef.arity != 1 and self.op != "fused":  # a program's steps align their own
+        if len(ranks) > 1 and self.opdef.arity != 1 and not self.opdef.mixed_ranks:
             raise GraphError(f"node {self.name}: {self.op} operands {self.operand_shapes} differ in rank "
                              f"(the batch axes would not line up)")
         shapes_in = self.operands(self.operand_shapes, self.const_shapes)

@@ -54,6 +54,7 @@ class OpDef:
     # not pointwise, but a fused group may take it (Inductor fuses it with its neighbours): a view or copy
     # (transpose, reshape, slice), a reduction, a normalization
     fusable: bool = False
+    mixed_ranks: bool = False  # its operands may differ in rank (a program whose steps line up their own axes)
 
     def to_onnx(self, ex: Any, names: list[str], params: Params) -> str:
         """Emit this operator through ``ex`` (``emit(op, inputs, **attrs)``, ``const(hint, array)``)."""
@@ -538,7 +539,7 @@ def _export_fused(ex, xs, p) -> str:
 register(OpDef("fused", None, lambda s, p: _steps(list(s), p, lambda op, a, q: tuple(op.infer(a, q))),
                lambda xs, p: _steps(xs, p, lambda op, a, q: op.numpy(a, q)),
                lambda xs, p: _steps(xs, p, lambda op, a, q: op.torch(a, q)), None, export=_export_fused,
-               macs=_fused_macs))
+               macs=_fused_macs, mixed_ranks=True))
 
 #: the activations a conv (and the Activation node) may apply: unary operators without parameters
 ACTIVATIONS: tuple[str, ...] = ("identity", *(name for name, op in OPS.items() if op.activation))
