@@ -4,12 +4,8 @@
 # (runner.isolate=false) under cProfile; the top functions by cumulative and own time go to $OUT.
 #   e.g. call (carry .whl):  OUT=dir bash bench/gpu_prepare_profile.sh squeezenet inception_v3
 set -uo pipefail
-SITE=/tmp/site OUT=${OUT:-results/prepare_profile}
-export PYTHONPATH=$SITE
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl/*.whl || exit 1
-python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$OUT/versions.txt" 2>&1
+OUT=${OUT:-results/prepare_profile}
+source bench/gpu_site.sh "$OUT"
 for m in "$@"; do
   for run in cold warm; do
     t0=$SECONDS

@@ -10,13 +10,12 @@
 # (about 10 s of each run's import and first compile, profiled): a cache folder is given, and filled once first,
 # as an installed environment has.
 set -uo pipefail
-SITE=/tmp/site OUT=${OUT:-results/ready} LOGS=/tmp/ready_logs
-export PYTHONPATH=$SITE PYTHONPYCACHEPREFIX=/tmp/pycache
+OUT=${OUT:-results/ready} LOGS=/tmp/ready_logs
+export PYTHONPYCACHEPREFIX=/tmp/pycache
 unset PYTHONDONTWRITEBYTECODE
-mkdir -p "$OUT" $LOGS
-python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl/*.whl || exit 1
-python3 -m pip install -q --no-deps --no-build-isolation -e . >"$LOGS/install.log" 2>&1 || { tail -5 "$LOGS/install.log"; exit 1; }
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; env | grep -i "^python"; } >> "$LOGS/versions.txt" 2>&1
+mkdir -p "$OUT"
+source bench/gpu_site.sh $LOGS
+env | grep -i "^python" >> "$LOGS/versions.txt"
 python3 -c "import harness.job, torch._dynamo, torch._inductor.compile_fx, triton" 2>>"$LOGS/versions.txt"
 stores=()
 sweep() {  # sweep NAME STORE OVERRIDES...

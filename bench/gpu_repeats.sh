@@ -9,12 +9,8 @@
 # Then here: python bench/search_table.py <OUT>/phases <OUT>/processes (the phase table: a processes record
 # gives its first and last process), the sweep tables in <OUT>/*.log (between-process CIs, memory, energy).
 set -uo pipefail
-SITE=/tmp/site OUT=${OUT:-results/repeats}
-export PYTHONPATH=$SITE
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl/*.whl || exit 1
-python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$OUT/versions.txt" 2>&1
+OUT=${OUT:-results/repeats}
+source bench/gpu_site.sh "$OUT"
 sweep() {  # sweep NAME RESULTS_DIR OVERRIDES...
   local name=$1 rd=$2; shift 2
   local t0=$SECONDS
