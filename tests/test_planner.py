@@ -71,6 +71,7 @@ def test_baselines_need_no_search():
     (PlanOptions(s=17), r"^s=17 is more streams per stage than the runtime keeps \(16\)"),
     (PlanOptions(number=0), r"^number=0 must be >= 1"),
     (SearchOptions(search_workers=-1), r"^search_workers=-1 must be >= 0"),
+    (PlanOptions(layout_screen=-0.1), r"^layout_screen=-0.1: a fraction from 0 \(always time the layouts with"),
 ])
 def test_an_option_out_of_range_is_named_once(options, message):
     with pytest.raises(OptionError, match=message):
