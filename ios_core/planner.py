@@ -53,15 +53,18 @@ Guard = Callable[[], contextlib.AbstractContextManager[Any]] | None
 
 def library_versions() -> str:
     """What a kernel's speed depends on besides its signature and GPU: PyTorch, cuDNN and Triton."""
+    import importlib.metadata
+
     import torch
 
-    try:
-        import triton
-
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = "none"
-    return f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()} triton {triton_version}"
+    triton = "none"
+    for dist in ("triton", "pytorch-triton"):  # PyPI's name, and the nightly builds'
+        try:
+            triton = importlib.metadata.version(dist)
+            break
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()} triton {triton}"
 
 
 @dataclass

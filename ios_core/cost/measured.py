@@ -10,31 +10,29 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from ..ir import Graph
 from ..schedule.schedule import Stage
 from .signature import key, signature, stage_nodes
 
-V = TypeVar("V")
 
-
-class CostCache(Generic[V]):
+class CostCache:
     """A JSON file of {key: value} (stage milliseconds; kernel choices with ``value=str``); written
     atomically every ``flush_every`` new entries and on close, so a crash loses at most that many
     measurements. Entries another process wrote meanwhile are kept: the file is merged, not replaced."""
 
-    def __init__(self, path: str | Path | None, flush_every: int = 200, value: Callable[[Any], V] = float):
+    def __init__(self, path: str | Path | None, flush_every: int = 200, value: Callable[[Any], Any] = float):
         self.path = Path(path) if path else None
         self.flush_every, self.value = flush_every, value
         self._stamp = 0  # the file's modification time when this process last read or wrote it
-        self.data: dict[str, V] = self._read()
+        self.data: dict[str, Any] = self._read()
         self.dirty = 0
 
     def _mtime(self) -> int:
         return self.path.stat().st_mtime_ns if self.path is not None and self.path.is_file() else 0
 
-    def _read(self) -> dict[str, V]:
+    def _read(self) -> dict[str, Any]:
         if self.path is None or not self.path.is_file():
             return {}
         self._stamp = self._mtime()
@@ -43,10 +41,10 @@ class CostCache(Generic[V]):
         except (json.JSONDecodeError, ValueError, AttributeError, TypeError):
             return {}  # a corrupt cache is only a cache: start over
 
-    def get(self, k: str) -> V | None:
+    def get(self, k: str) -> Any:
         return self.data.get(k)
 
-    def put(self, k: str, ms: V) -> None:
+    def put(self, k: str, ms: Any) -> None:
         self.data[k] = ms
         self.dirty += 1
         if self.dirty >= self.flush_every:

@@ -239,8 +239,8 @@ class KernelTable:
     def counts(self) -> dict[str, float]:
         fused = [v for k, v in self.choices.items() if k.startswith("('fused'")]
         used = [v for k, v in self.choices.items() if not k.startswith("('fused'")]
-        return {"kernel_ops_timed": float(self.timed), "kernel_reused": float(self.reused), "kernel_gemm": float(used.count("gemm")),
-                "kernel_cudnn": float(used.count("cudnn")), "kernel_pool_triton": float(used.count("triton")),
-                "kernel_pool_aten": float(used.count("aten")), "kernel_fused_triton": float(fused.count("triton")),
-                "kernel_fused_aten": float(fused.count("aten")), "kernel_compiles": float(self.compiles),
+        return {"kernel_ops_timed": float(self.timed), "kernel_reused": float(self.reused),
+                "kernel_gemm": float(used.count("gemm")), "kernel_cudnn": float(used.count("cudnn")),
+                "kernel_pool_triton": float(used.count("triton")), "kernel_pool_aten": float(used.count("aten")),
+                "kernel_fused_triton": float(fused.count("triton")), "kernel_fused_aten": float(fused.count("aten")), "kernel_compiles": float(self.compiles),
                 "kernel_compile_s": self.compile_s}
