@@ -242,5 +242,5 @@ class KernelTable:
         return {"kernel_ops_timed": float(self.timed), "kernel_reused": float(self.reused),
                 "kernel_gemm": float(used.count("gemm")), "kernel_cudnn": float(used.count("cudnn")),
                 "kernel_pool_triton": float(used.count("triton")), "kernel_pool_aten": float(used.count("aten")),
-                "kernel_fused_triton": float(fused.count("triton")), "kernel_fused_aten": float(fused.count("aten")), "kernel_compiles": float(self.compiles),
-                "kernel_compile_s": self.compile_s}
+                "kernel_fused_triton": float(fused.count("triton")), "kernel_fused_aten": float(fused.count("aten")),
+                "kernel_compiles": float(self.compiles), "kernel_compile_s": self.compile_s}
