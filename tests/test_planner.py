@@ -123,3 +123,22 @@ def test_a_layout_choice_saved_for_one_batch_size_serves_the_others(tmp_path):
     (own.parent / name).unlink()
     with pytest.raises(AssertionError, match="CUDA"):  # its own choice is timed: not on this CPU-only machine
         Planner(PlanOptions(layout_any_batch=False), tmp_path).layout(work, "cuda")
+
+
+def test_a_plan_leaves_no_timing_garbage_behind():
+    """What the search's timing made (models, weights, buffers in reference cycles) is freed when plan() returns,
+    not when the collector next runs: on CUDA it would count as the model's memory in the timed loop."""
+    import gc
+
+    import torch
+
+    def tensors():
+        return sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
+    gc.disable()
+    try:
+        plan = Planner(PlanOptions(part_size=6), None).plan(_work(), "cpu")
+        left = tensors()
+        gc.collect()
+        assert tensors() == left > 0 and plan.model is not None
+    finally:
+        gc.enable()
