@@ -182,6 +182,7 @@ class Planner:
     def __init__(self, options: PlanOptions, store: Path | None = None, guard: Guard = None):
         self.options, self.store, self.guard = options, store, guard
         self._kernels: KernelTable | None = None
+        self._remembered: CostCache | None = None  # the kernel choices kept in the store (CUDA)
 
     def kernel_table(self, target: TorchTarget) -> KernelTable:
         """The one table of this plan; on CUDA with a store, its choices are also kept in the store's
@@ -189,17 +190,13 @@ class Planner:
         if self._kernels is None:
             cuda = target.device.type == "cuda"
             timer = kernel_timer(target, guard=self.guard) if cuda else None
-            remembered, context = None, ""
+            context = ""
             if cuda and self.store is not None:
-                remembered = CostCache(self.store / "cache" / f"kernel_choices-{slug(target.device_name())}.json",
-                                       value=str)
+                self._remembered = CostCache(self.store / "cache" /
+                                             f"kernel_choices-{slug(target.device_name())}.json", value=str)
                 context = library_versions()
-            self._kernels = KernelTable(self.options.kernels, timer, remembered=remembered, context=context)
+            self._kernels = KernelTable(self.options.kernels, timer, remembered=self._remembered, context=context)
         return self._kernels
-
-    def _flush_kernels(self) -> None:
-        if self._kernels is not None and self._kernels.remembered is not None:
-            self._kernels.remembered.flush()  # type: ignore[attr-defined]
 
     def cost_models(self, target: TorchTarget, work: Workload) -> CostModels:
         """``auto``: on CUDA, each part is screened with the calibrated model and solved with
@@ -290,7 +287,8 @@ class Planner:
         try:
             return self._plan(work, device)
         finally:
-            self._flush_kernels()  # the kernels timed so far serve the next plan, even after a failure
+            if self._remembered is not None:
+                self._remembered.flush()  # the kernels timed so far serve the next plan, even after a failure
             _release()
 
     def _plan(self, work: Workload, device: str) -> Plan:
