@@ -7,10 +7,11 @@ set -uo pipefail
 OUT=${OUT:-results/prepare_profile}
 source bench/gpu_site.sh "$OUT"
 for m in "$@"; do
+  rm -rf "/tmp/prof_store_$m"  # each network cold in its own store
   for run in cold warm; do
     t0=$SECONDS
     timeout 400 python3 -m cProfile -o "/tmp/$m-$run.prof" -m harness model="$m" backend=ios precision=fp16 batch=1 \
-      device=cuda runner.isolate=false tracking=off tracking.results_dir=/tmp/prof_store runner.max_time_s=2 \
+      device=cuda runner.isolate=false tracking=off tracking.results_dir="/tmp/prof_store_$m" runner.max_time_s=2 \
       runner.min_time_s=1 sweep.rerun=true > "$OUT/$m-$run.log" 2>&1
     echo "$m $run: $((SECONDS - t0)) s" >> "$OUT/times.txt"
     python3 - "/tmp/$m-$run.prof" >> "$OUT/profiles.txt" <<'PY'
@@ -22,5 +23,5 @@ s.sort_stats("tottime").print_stats(25)
 PY
   done
 done
-python3 bench/search_table.py /tmp/prof_store > "$OUT/search_table.tsv" 2>&1
+python3 bench/search_table.py /tmp/prof_store_* > "$OUT/search_table.tsv" 2>&1
 exit 0

@@ -32,10 +32,12 @@ for part in "$@"; do
               echo "gputests: rc=$?" >> "$LOGS/times.txt" ;;
     ready:*) IFS=, read -ra models <<< "${part#ready:}"
              for m in "${models[@]}"; do
+               rm -rf "/tmp/ready_$m"  # cold: nothing saved, no kernel choice kept (a machine still warm keeps /tmp)
                sweep "ready-$m-cold" "/tmp/ready_$m" model="$m" batch=1
                sweep "ready-$m-warm" "/tmp/ready_$m" model="$m" batch=1 sweep.rerun=true
              done ;;
     batches:*) m=${part#batches:}
+               rm -rf "/tmp/batches_$m"
                sweep "batches-$m" "/tmp/batches_$m" model="$m" batch=1,16,64,128 ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

@@ -44,7 +44,7 @@ DEFAULT_PASSES = ("fold_bias", "pool_conv", "attention", "fuse_pointwise")
 SCHEDULE_KEYS = ("r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime", "streams",
                  "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels", "passes")
 #: the options a saved layout choice's file name hashes
-LAYOUT_KEYS = ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes")
+LAYOUT_KEYS = ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes", "layout_screen")
 #: the stage-cost cache's version: bump it when what a cached stage time means changes
 COST_CACHE_VERSION = "v3"
 
@@ -194,7 +194,7 @@ class Planner:
             if cuda and self.store is not None:
                 self._remembered = CostCache(self.store / "cache" /
                                              f"kernel_choices-{slug(target.device_name())}.json", value=str)
-                context = library_versions()
+                context = f"{library_versions()} fuse {self.options.fuse}"  # fuse: cuDNN's conv+bias+ReLU
             self._kernels = KernelTable(self.options.kernels, timer, remembered=self._remembered, context=context)
         return self._kernels
 
@@ -288,7 +288,8 @@ class Planner:
             return self._plan(work, device)
         finally:
             if self._remembered is not None:
-                self._remembered.flush()  # the kernels timed so far serve the next plan, even after a failure
+                with contextlib.suppress(OSError):  # a cache that cannot be written fails nothing
+                    self._remembered.flush()  # the kernels timed so far serve the next plan, even after a failure
             _release()
 
     def _plan(self, work: Workload, device: str) -> Plan:
@@ -440,7 +441,7 @@ class Planner:
         path = stem.with_name(f"{stem.name}-{name}") if stem else None
         if path is not None and not o.research:
             others = sorted(path.parent.glob(f"{self._stem(work, '*').name}-{name}"),  # type: ignore[union-attr]
-                            key=lambda p: abs(_batch_of(p) - work.batch)) if o.layout_any_batch else []
+                            key=lambda p: (abs(_batch_of(p) - work.batch), _batch_of(p))) if o.layout_any_batch else []
             saved = _saved_layout([path, *(p for p in others if p != path)], path)
             if saved is not None:
                 return saved

@@ -150,6 +150,15 @@ def test_pools_stay_on_aten_off_cuda_and_a_failing_candidate_is_not_chosen():
         raise RuntimeError("inductor could not compile")
     key = "k"
     assert KernelTable("auto", broken)._choose(key, ("aten", "triton"), x, lambda i: None) == "aten"
+    # a remembered Triton choice whose compile fails here is remembered as ATen's: later runs do not retry it
+    kept = CostCache(None, value=str)
+    kept.put("v|k", "triton")
+    table = KernelTable("auto", broken, remembered=kept, context="v")
+    assert table._choose(key, ("aten", "triton"), x, lambda i: None) == "triton"
+
+    def fails():
+        raise RuntimeError("Dynamo gave up")
+    assert table.run_compiled(key, fails, (x,), lambda: x) is x and kept.get("v|k") == "aten"
 
 
 def test_compiled_programs_are_counted_with_the_seconds_their_first_calls_took():

@@ -25,17 +25,22 @@ class CostCache:
     def __init__(self, path: str | Path | None, flush_every: int = 200, value: Callable[[Any], Any] = float):
         self.path = Path(path) if path else None
         self.flush_every, self.value = flush_every, value
-        self._stamp = 0  # the file's modification time when this process last read or wrote it
+        self._stamp: tuple[int, ...] = ()  # the file's identity when this process last read or wrote it
         self.data: dict[str, Any] = self._read()
         self.dirty = 0
 
-    def _mtime(self) -> int:
-        return self.path.stat().st_mtime_ns if self.path is not None and self.path.is_file() else 0
+    def _identity(self) -> tuple[int, ...]:
+        """Inode, size and modification time: every write replaces the file (a new inode), so a write by another
+        process within the clock's resolution is still seen."""
+        if self.path is None or not self.path.is_file():
+            return ()
+        st = self.path.stat()
+        return st.st_ino, st.st_size, st.st_mtime_ns
 
     def _read(self) -> dict[str, Any]:
         if self.path is None or not self.path.is_file():
             return {}
-        self._stamp = self._mtime()
+        self._stamp = self._identity()
         try:
             return {k: self.value(v) for k, v in json.loads(self.path.read_text()).items()}
         except (json.JSONDecodeError, ValueError, AttributeError, TypeError):
@@ -54,13 +59,13 @@ class CostCache:
         if self.path is None or not self.dirty:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._mtime() != self._stamp:  # another process wrote it since: keep its entries too
+        if self._identity() != self._stamp:  # another process wrote it since: keep its entries too
             self.data = {**self._read(), **self.data}
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
             json.dump(self.data, f)
         os.replace(tmp, self.path)
-        self._stamp, self.dirty = self._mtime(), 0
+        self._stamp, self.dirty = self._identity(), 0
 
     def __len__(self) -> int:
         return len(self.data)

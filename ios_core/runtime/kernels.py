@@ -199,6 +199,8 @@ class KernelTable:
             return out
         except Exception as exc:  # noqa: BLE001 - the reason goes to the record (kernel_choice.json)
             self.choices[key] = "aten"
+            if self.remembered is not None:  # later runs do not pay for the failing compile again
+                self.remembered.put(f"{self.context}|{key}", "aten")
             self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
             return fallback()
 
@@ -216,12 +218,14 @@ class KernelTable:
         hit = self.choices.get(key)
         if hit is not None:
             return hit
+        if x.is_cuda and torch.cuda.is_current_stream_capturing():
+            return impls[0]  # the safe default, not remembered: nothing is compiled or timed inside a capture
         known = self.remembered.get(f"{self.context}|{key}") if self.remembered is not None else None
         if known in impls:
             self.choices[key] = known
             self.reused += 1
             return known
-        if self.timer is None or (x.is_cuda and torch.cuda.is_current_stream_capturing()):
+        if self.timer is None:
             return impls[0]  # the safe default, not remembered
         try:
             times = self.timer([functools.partial(run, i) for i in impls])
