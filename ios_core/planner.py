@@ -440,9 +440,11 @@ class Planner:
         name = f"layout-{o.digest(LAYOUT_KEYS)}.json"
         path = stem.with_name(f"{stem.name}-{name}") if stem else None
         if path is not None and not o.research:
-            others = sorted(path.parent.glob(f"{self._stem(work, '*').name}-{name}"),  # type: ignore[union-attr]
-                            key=lambda p: (abs(_batch_of(p) - work.batch), _batch_of(p))) if o.layout_any_batch else []
-            saved = _saved_layout([path, *(p for p in others if p != path)], path)
+            # this batch's own file sorts first (distance 0); ties between other batches go to the smaller
+            candidates = sorted(path.parent.glob(f"{self._stem(work, '*').name}-{name}"),  # type: ignore[union-attr]
+                                key=lambda p: (abs(_batch_of(p) - work.batch), _batch_of(p))) \
+                if o.layout_any_batch else [path]
+            saved = _saved_layout(candidates, path)
             if saved is not None:
                 return saved
         mode, captured = RUNTIMES[o.runtime]

@@ -88,7 +88,7 @@ def pool_signature(node: Pool, x: torch.Tensor) -> tuple:
 RECOMPILE_LIMIT = 512
 
 
-def _raise_recompile_limits() -> None:
+def _configure_inductor() -> None:
     """Also compiles in this process: each program is one kernel, so Inductor's pool of compile workers (one
     per core, started on the first compile: a second or two on the H100 machine) has nothing to overlap."""
     import torch._dynamo.config as dynamo_config
@@ -101,7 +101,7 @@ def _raise_recompile_limits() -> None:
 
 def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
     """``node`` compiled by Inductor into a Triton kernel (on its first call)."""
-    _raise_recompile_limits()
+    _configure_inductor()
 
     def pool(x: torch.Tensor) -> torch.Tensor:
         return torch_pool(node, x)
@@ -122,7 +122,7 @@ def fused_signature(node: Op, xs: list[torch.Tensor]) -> tuple:
 
 def triton_fused(node: Op) -> Callable[..., torch.Tensor]:
     """A ``fused`` operator's program compiled by Inductor into one kernel (on its first call)."""
-    _raise_recompile_limits()
+    _configure_inductor()
     fn = OPS["fused"].torch
     params = node.params
 
@@ -199,8 +199,7 @@ class KernelTable:
             return out
         except Exception as exc:  # noqa: BLE001 - the reason goes to the record (kernel_choice.json)
             self.choices[key] = "aten"
-            if self.remembered is not None:  # later runs do not pay for the failing compile again
-                self.remembered.put(f"{self.context}|{key}", "aten")
+            self._remember(key, "aten")  # later runs do not pay for the failing compile again
             self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
             return fallback()
 
@@ -220,7 +219,7 @@ class KernelTable:
             return hit
         if x.is_cuda and torch.cuda.is_current_stream_capturing():
             return impls[0]  # the safe default, not remembered: nothing is compiled or timed inside a capture
-        known = self.remembered.get(f"{self.context}|{key}") if self.remembered is not None else None
+        known = self._recall(key)
         if known in impls:
             self.choices[key] = known
             self.reused += 1
@@ -236,9 +235,17 @@ class KernelTable:
         self.timed += 1
         choice = min(impls, key=lambda i: (self.timings[key][i], i != impls[0]))
         self.choices[key] = choice
+        self._remember(key, choice)
+        return choice
+
+    def _remember(self, key: str, choice: str) -> None:
+        """Keep a choice for later runs, under this table's context."""
         if self.remembered is not None:
             self.remembered.put(f"{self.context}|{key}", choice)
-        return choice
+
+    def _recall(self, key: str) -> str | None:
+        """A choice an earlier run kept under this table's context."""
+        return self.remembered.get(f"{self.context}|{key}") if self.remembered is not None else None
 
     def counts(self) -> dict[str, float]:
         fused = [v for k, v in self.choices.items() if k.startswith("('fused'")]

@@ -64,13 +64,16 @@ class TorchTarget:
     def tensor(self, x: np.ndarray):
         """A numpy array on the device in the target dtype (NHWC memory for 4-D ones when
         channels_last): inputs and weights alike."""
-        t = self.torch.from_numpy(np.ascontiguousarray(x)).to(device=self.device, dtype=self.dtype)
-        return t.contiguous(memory_format=self.torch.channels_last) if self.channels_last and t.dim() == 4 else t
+        return self._laid_out(self.torch.from_numpy(np.ascontiguousarray(x)).to(device=self.device, dtype=self.dtype))
 
     def random(self, shape: tuple[int, ...], generator, scale: float = 0.05):
         """Normal random values times ``scale``, made on the device in the target dtype and layout (for
         timing only: the values do not matter, their shapes and memory format do)."""
-        t = self.torch.randn(shape, generator=generator, device=self.device).mul_(scale).to(self.dtype)
+        return self._laid_out(self.torch.randn(shape, generator=generator, device=self.device).mul_(scale)
+                              .to(self.dtype))
+
+    def _laid_out(self, t):
+        """A 4-D tensor in NHWC memory when the target is channels_last; anything else as it is."""
         return t.contiguous(memory_format=self.torch.channels_last) if self.channels_last and t.dim() == 4 else t
 
     def generator(self, seed: int = 0):
