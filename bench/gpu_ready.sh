@@ -6,17 +6,12 @@
 #   batches:M       one network at batch 1,16,64,128 in one fresh store (the layout timed once, kernels shared)
 #   e.g. call (carry .whl):  OUT=dir bash bench/gpu_ready.sh gputests ready:inception_v3,nasnet batches:inception_v3
 # Everything comes back in $OUT/ready.tgz (logs, records) and $OUT/search_table.tsv (bench/search_table.py).
-# The lent machine's Python writes no bytecode cache, so every process compiled torch's ~3,500 modules from source
-# (about 10 s of each run's import and first compile, profiled): a cache folder is given, and filled once first,
-# as an installed environment has.
+# Python's bytecode cache: see bench/gpu_site.sh.
 set -uo pipefail
 OUT=${OUT:-results/ready} LOGS=/tmp/ready_logs
-export PYTHONPYCACHEPREFIX=/tmp/pycache
-unset PYTHONDONTWRITEBYTECODE
 mkdir -p "$OUT"
 source bench/gpu_site.sh $LOGS
 env | grep -i "^python" >> "$LOGS/versions.txt"
-python3 -c "import harness.job, torch._dynamo, torch._inductor.compile_fx, triton" 2>>"$LOGS/versions.txt"
 stores=()
 sweep() {  # sweep NAME STORE OVERRIDES...
   local name=$1 rd=$2; shift 2

@@ -1,9 +1,14 @@
 # Sourced by bench/gpu_*.sh on the lent GPU machine, with the folder for its logs as $1: the carried wheels
 # (.whl: Hydra, OmegaConf, nvidia-ml-py, ...) into $SITE on PYTHONPATH, this project installed in development
 # mode (its log in $1/install.log), the GPU and driver appended to $1/versions.txt. Exits the script on failure.
+# The lent machine's Python writes no bytecode cache, so every process compiled torch's ~3,500 modules from source
+# (about 10 s of each run's import and first compile, profiled): a cache folder is given, and filled once here,
+# as an installed environment has.
 SITE=${SITE:-/tmp/site}
-export PYTHONPATH=$SITE
+export PYTHONPATH=$SITE PYTHONPYCACHEPREFIX=/tmp/pycache
+unset PYTHONDONTWRITEBYTECODE
 mkdir -p "$1"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl || exit 1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$1/install.log" 2>&1 || { tail -5 "$1/install.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$1/versions.txt" 2>&1
+python3 -c "import harness.job, torch._dynamo, torch._inductor.compile_fx, triton" 2>>"$1/versions.txt"

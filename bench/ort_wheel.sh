@@ -15,7 +15,7 @@ split)
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
     -d .whl_ort onnxruntime-gpu==1.31.1
   wheel=$(ls .whl_ort/onnxruntime_gpu-*.whl)
-  split -b 56M -d -a 1 "$wheel" ".whl_ort/$(basename "$wheel").part"
+  split -b 50M -d -a 1 "$wheel" ".whl_ort/$(basename "$wheel").part"
   i=0
   for part in .whl_ort/*.part?; do mkdir -p ".whl_ort_$i" && mv "$part" ".whl_ort_$i/"; i=$((i + 1)); done
   (cd .whl_ort && sha256sum "$(basename "$wheel")") > ".whl_ort_$((i - 1))/SHA256"
