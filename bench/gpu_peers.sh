@@ -7,6 +7,7 @@
 #   ma-aten[@B] ma-aten-warm[@B]   max-autotune, convolutions on ATen/cuDNN (GEMMs and pointwise autotuned)
 #   ma-triton[@B]                  max-autotune with Triton convolution templates too, inception_v3 only
 #   ort[@B]                        ONNX Runtime CUDA, CUDA graph on and off, fp16 and fp32
+#   ort-nhwc[@B]                   ONNX Runtime CUDA with a CUDA graph, NCHW against NHWC kernels (prefer_nhwc)
 #   ios[@B]                        IOS, fp16 and fp32
 # On one warm lent machine (the onnxruntime-gpu wheel travels in parts, see bench/ort_wheel.sh), e.g.
 #   call (carry .whl, .whl_ort_1):  bash bench/ort_wheel.sh stage 1 && OUT=dir bash bench/gpu_peers.sh ma-aten
@@ -38,6 +39,7 @@ for spec in "$@"; do
     ma-aten-warm) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN sweep.rerun=true ;;
     ma-triton) sweep "$name" "$batch" model=inception_v3 $MA backend.autotune_conv_backends='"ATEN,TRITON"' ;;
     ort) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=onnxruntime backend.cuda_graph=auto,false ;;
+    ort-nhwc) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=onnxruntime backend.prefer_nhwc=false,true ;;
     ios) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=ios ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

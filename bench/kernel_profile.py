@@ -88,7 +88,8 @@ def main() -> None:
     for batch in args.batch:
         g0, module = source(args.model, batch)
         g, rewrites = apply_passes(g0, list(PASSES))
-        print(f"{args.model} bs{batch}: {sum(1 for _ in g0.nodes())} operators, {sum(1 for _ in g.nodes())} after the passes {rewrites}")
+        print(f"{args.model} bs{batch}: {sum(1 for _ in g0.nodes())} operators, "
+              f"{sum(1 for _ in g.nodes())} after the passes {rewrites}")
         x = np.random.default_rng(0).standard_normal((batch, *g0.input_shape)).astype(np.float32)
         target = TorchTarget("cuda", args.precision, True)
         table = KernelTable("auto", kernel_timer(target))

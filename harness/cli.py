@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from hydra_plugins.harness_loadaware.loadaware_launcher import LoadAwareLauncher
+from hydra_plugins.harness_slurm import slurm_launcher  # hydra/launcher=submitit_slurm (the submitit extra)
 from ios_core.errors import UserError
 from ios_core.models import MODELS
 
@@ -30,8 +31,6 @@ from .plugins import BROKEN, aliases, backend_table, check_runnable, get_backend
 from .records import sweeps
 from .records.store import StoreError
 from .spec import check_results_dir
-
-from hydra_plugins.harness_slurm import slurm_launcher  # hydra/launcher=submitit_slurm (the submitit extra)
 
 GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 

@@ -12,11 +12,9 @@ LEVELS = ("disable", "basic", "extended", "all")  # ONNX Runtime's graph optimiz
 
 
 def session(model: Any, provider: str, precision: str, level: str = "all", threads: int = 0,
-            cuda_graph: bool = False) -> Any:
+            cuda_graph: bool = False, prefer_nhwc: bool = False) -> Any:
     """An ``InferenceSession`` of ``model`` (an ONNX ModelProto) on ``provider`` (an ONNX Runtime
-    provider name); on CUDA, TF32 only for ``precision=tf32``, cuDNN's exhaustive algorithm search and,
-    with ``cuda_graph``, the whole run captured once as a CUDA graph and replayed (ONNX Runtime refuses
-    it, at creation or first run, when a node is not on the CUDA provider)."""
+    provider name), with :func:`cuda_options` on CUDA."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -25,11 +23,18 @@ def session(model: Any, provider: str, precision: str, level: str = "all", threa
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[level]
     opts.intra_op_num_threads = threads  # 0: ONNX Runtime decides
-    options: dict[str, str] = {}
-    if provider == "CUDAExecutionProvider":
-        options = {"use_tf32": "1" if precision == "tf32" else "0", "cudnn_conv_algo_search": "EXHAUSTIVE",
-                   "enable_cuda_graph": "1" if cuda_graph else "0"}
+    options = cuda_options(precision, cuda_graph, prefer_nhwc) if provider == "CUDAExecutionProvider" else {}
     return ort.InferenceSession(model.SerializeToString(), opts, providers=[(provider, options)])
+
+
+def cuda_options(precision: str, cuda_graph: bool, prefer_nhwc: bool) -> dict[str, str]:
+    """The CUDA provider's options: TF32 only for ``precision=tf32``, cuDNN's exhaustive algorithm search;
+    with ``cuda_graph`` the whole run captured once as a CUDA graph and replayed (ONNX Runtime refuses it,
+    at creation or first run, when a node is not on the CUDA provider); with ``prefer_nhwc`` convolutions and
+    pools in ONNX Runtime's NHWC kernels (the layout cuDNN's tensor-core kernels read; the graph gets the
+    transposes at its ends)."""
+    return {"use_tf32": "1" if precision == "tf32" else "0", "cudnn_conv_algo_search": "EXHAUSTIVE",
+            "enable_cuda_graph": "1" if cuda_graph else "0", "prefer_nhwc": "1" if prefer_nhwc else "0"}
 
 
 def callables(sess: Any, batch: int, input_shape: tuple[int, ...], cuda_graph: bool = False

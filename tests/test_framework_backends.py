@@ -62,7 +62,7 @@ def test_onnxruntime_backend_on_the_zoo(bench_cfg, model):
                            "backend.graph_optimization": "basic"}), quiet=True)
     assert rec.status == "FINISHED", rec.error
     assert rec.metrics["max_rel_error"] < 1e-4
-    assert rec.params["ort_cuda_graph"] == "off"  # auto: a graph only on the CUDA provider
+    assert rec.params["ort_cuda_graph"] == rec.params["ort_prefer_nhwc"] == "off"  # a graph only on CUDA
 
 
 @pytest.mark.parametrize("value,kept", [("auto", "auto"), ("True", "true"), (False, "false")])
@@ -74,11 +74,23 @@ def test_onnxruntime_cuda_graph_takes_auto_true_false(value, kept):
         OnnxRuntimeConfig(cuda_graph="sometimes")
 
 
+def test_onnxruntime_cuda_options():
+    from harness.onnx_session import cuda_options
+
+    assert cuda_options("fp16", True, True) == {"use_tf32": "0", "cudnn_conv_algo_search": "EXHAUSTIVE",
+                                                "enable_cuda_graph": "1", "prefer_nhwc": "1"}
+    assert cuda_options("tf32", False, False) == {"use_tf32": "1", "cudnn_conv_algo_search": "EXHAUSTIVE",
+                                                  "enable_cuda_graph": "0", "prefer_nhwc": "0"}
+
+
 @pytest.mark.parametrize("over,message", [
     ({"backend.name": "onnxruntime", "precision": "fp16"}, "precision=fp16 with ONNX Runtime needs device=cuda"),
     ({"backend.name": "onnxruntime", "backend.provider": "cuda"}, "needs device=cuda"),
     ({"backend.name": "onnxruntime", "backend.cuda_graph": "true"},
      "backend.cuda_graph=true needs the CUDA provider (device=cuda, backend.provider=cuda); this run uses "
+     "CPUExecutionProvider"),
+    ({"backend.name": "onnxruntime", "backend.prefer_nhwc": True},
+     "backend.prefer_nhwc=true needs the CUDA provider (device=cuda, backend.provider=cuda); this run uses "
      "CPUExecutionProvider"),
 ])
 def test_framework_backend_errors(bench_cfg, over, message):

@@ -2,6 +2,7 @@
 compile deadline, on the CPU. The CUDA timing of both layouts cannot run here: the choice it
 feeds (faster_layout) is tested as a pure function."""
 
+import logging
 import signal
 import threading
 import time
@@ -16,6 +17,7 @@ from harness.backend import BackendError
 from harness.config import ConfigError
 from harness.job import compose
 from harness.models import Model
+from harness_plugins.pytorch import inductor
 from harness_plugins.pytorch.backend import PyTorchBackend, PyTorchConfig, faster_layout
 from harness_plugins.pytorch.deadline import Deadline
 from ios_core.models import build_model
@@ -90,6 +92,27 @@ def test_a_second_compile_in_a_new_process_reuses_inductors_cache_in_the_store(b
     assert (first.params["inductor_conv_backends"], first.params["inductor_compile_threads"]) == ("ATEN", 1)
     assert first.metrics["inductor_fxgraph_cache_miss"] >= 1 and first.metrics["inductor_fxgraph_cache_hit"] == 0
     assert second.metrics["inductor_fxgraph_cache_hit"] >= 1 and second.metrics["inductor_fxgraph_cache_miss"] == 0
+    # where the compile went, by Inductor's own timers: a cold compile lowers and generates code; nothing is
+    # autotuned in the default mode, and a CPU graph is never a CUDA graph (no skip counted, no note)
+    assert first.metrics["inductor_lowering_s"] > 0 and first.metrics["inductor_codegen_s"] > 0
+    assert first.metrics["inductor_autotune_s"] == first.metrics["inductor_select_algorithm_autotune"] == 0
+    assert first.metrics["inductor_cudagraph_skips"] == 0 and not any("Inductor:" in n for n in first.notes)
+    assert second.metrics["inductor_lowering_s"] == 0  # the graph came from the cache
+
+
+def test_inductor_phase_times_count_only_what_came_after_the_marks():
+    timers = {"GraphLowering.run": [5.0, 1.5], "mm_template_autotuning": [2.0, 3.0],
+              "convolution_template_autotuning": [4.0], "bytecode_tracing": [9.0]}
+    spent = inductor._phase_times(timers, {"GraphLowering.run": 1, "mm_template_autotuning": 1, "bytecode_tracing": 1})
+    assert spent["inductor_lowering_s"] == 1.5 and spent["inductor_autotune_s"] == 7.0
+    assert spent["inductor_dynamo_s"] == spent["inductor_kernel_compile_wait_s"] == 0.0
+
+
+def test_inductor_says_why_a_graph_is_not_a_cuda_graph(tmp_path):
+    with inductor.settings(PyTorchConfig(compile_threads=1), tmp_path) as facts:
+        logging.getLogger(inductor.CUDAGRAPH_LOG).warning("skipping cudagraphs due to mutated inputs (1 instances)")
+    assert facts["notes"] == ["Inductor: skipping cudagraphs due to mutated inputs (1 instances)"]
+    assert not logging.getLogger(inductor.CUDAGRAPH_LOG).handlers  # let go after the block
 
 
 def test_faster_layout_keeps_the_faster_and_nchw_on_a_tie():

@@ -4,9 +4,8 @@ in the sweep). Hydra instantiates launchers only from ``hydra_plugins``, so this
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import importlib.util
+from collections.abc import Sequence
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.plugins import Plugins

@@ -45,16 +45,17 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
                     "tensorrt": f"install TensorRT 10 and onnxruntime-gpu ({gpu})"}
             raise BackendError(f"onnxruntime {ort.__version__} here has no {name} (it has {', '.join(available)}); "
                                f"{hint.get(provider, '')}")
-        if self.cfg.cuda_graph == "true" and provider != "cuda":
-            raise BackendError(f"backend.cuda_graph=true needs the CUDA provider (device=cuda, backend.provider=cuda); "
-                               f"this run uses {name}")
+        for option, wanted in (("cuda_graph", self.cfg.cuda_graph == "true"), ("prefer_nhwc", self.cfg.prefer_nhwc)):
+            if wanted and provider != "cuda":
+                raise BackendError(f"backend.{option}=true needs the CUDA provider (device=cuda, "
+                                   f"backend.provider=cuda); this run uses {name}")
         onnx_model = model.onnx()
         if precision == "fp16":
             onnx_model = to_float16(onnx_model)
 
         def build(cuda_graph: bool) -> tuple[Any, Any, Any]:
             sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads,
-                           cuda_graph)
+                           cuda_graph, self.cfg.prefer_nhwc)
             return (sess, *callables(sess, batch, model.input_shape, cuda_graph))
 
         graph = provider == "cuda" and self.cfg.cuda_graph != "false"
@@ -74,7 +75,8 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
                         params={"ort_provider": sess.get_providers()[0],
                                 "ort_graph_optimization": self.cfg.graph_optimization,
                                 "ort_model_dtype": "float16" if precision == "fp16" else "float32",
-                                "ort_cuda_graph": "on" if graph else "off"},
+                                "ort_cuda_graph": "on" if graph else "off",
+                                "ort_prefer_nhwc": "on" if self.cfg.prefer_nhwc else "off"},
                         artifacts={}, notes=notes)
 
 

@@ -21,6 +21,10 @@ class OnnxRuntimeConfig(BackendConfig):
     #: operator). auto: on, and a model ONNX Runtime cannot capture runs without, saying why; true: required;
     #: false: off. (A str field, so that Hydra can hand it `auto`; `true` arrives as 'True'.)
     cuda_graph: str = "auto"
+    #: CUDA provider: convolutions and pools in ONNX Runtime's NHWC kernels, the layout cuDNN's tensor-core
+    #: kernels read. For fp16, where NCHW ran slower than fp32 (H100, 2026-11-27, CUDA graph on: squeezenet 0.63
+    #: vs 0.48 ms, randwire 6.3 vs 4.0); off by default until it is measured on a GPU
+    prefer_nhwc: bool = False
 
     def check(self) -> None:
         choose("backend.provider", self.provider, ("auto", *PROVIDERS))

@@ -18,7 +18,7 @@ from .layout import time_ms
 __all__ = ["COMPILE_MODES", "Mode", "PyTorchBackend", "PyTorchConfig", "faster_layout"]
 
 #: one layout's ready model: (its target, infer, load_input, what its build records: {"params": .., "metrics": ..})
-Built = tuple[TorchTarget, Callable[[Any], Any], Callable[[np.ndarray], Any], dict[str, dict[str, Any]]]
+Built = tuple[TorchTarget, Callable[[Any], Any], Callable[[np.ndarray], Any], dict[str, Any]]
 
 
 class PyTorchBackend(Backend[PyTorchConfig]):
@@ -75,7 +75,7 @@ class PyTorchBackend(Backend[PyTorchConfig]):
         target = TorchTarget(device, precision, channels_last)
         fn = module = target.module(model.module())  # a fresh copy: each layout casts and moves its own
         example = target.tensor(x)
-        facts: dict[str, dict[str, Any]] = {"params": {}, "metrics": {}}
+        facts: dict[str, Any] = {"params": {}, "metrics": {}, "notes": []}
         if mode == "compile":
             what = f"torch.compile ({self.cfg.compile_mode}) on {model.name}"
             # max-autotune modes time Triton and GEMM candidates on the GPU while compiling: hold it
@@ -101,4 +101,4 @@ class PyTorchBackend(Backend[PyTorchConfig]):
                         cuda_stream=target.stream, device_name=target.device_name(), display_name=self.label(),
                         params={"torch_mode": mode, "layout": layout_name(channels_last),
                                 "layout_chosen_by": chosen_by, **facts["params"]},
-                        metrics={**metrics, **facts["metrics"]})
+                        metrics={**metrics, **facts["metrics"]}, notes=facts["notes"])

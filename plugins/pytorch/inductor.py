@@ -4,11 +4,14 @@ max-autotune times, its compile workers; and what the caches did, for the record
 The FX-graph cache keys a compiled graph by its code, shapes and settings, the autotuning cache keys a
 choice by the kernel's inputs: both in ``<store>/inductor`` (Triton's kernels go under it too) make a
 second run of a model, or a batch size whose graphs repeat, skip work that a cold run spends minutes on.
-The compile time is still the run's optimization cost, warm or cold; the hit and miss counts say which."""
+The compile time is still the run's optimization cost, warm or cold; the hit and miss counts say which, and
+the phase times (Inductor's own timers) say where it went: max-autotune's template autotuning, lowering, the
+wait for Triton compiles. A compiled graph that does not run as a CUDA graph counts a skip, and says why."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,16 +21,48 @@ from harness.machine.leases import cpu_threads
 
 from .config import PyTorchConfig
 
-#: Inductor's counters the record keeps (``torch._dynamo.utils.counters["inductor"]``)
-COUNTERS = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass")
+#: Inductor's counters the record keeps (``torch._dynamo.utils.counters["inductor"]``): the FX-graph cache, the
+#: operators max-autotune chose a kernel for by timing, the template kernels it compiled, graphs not CUDA-graphed
+COUNTERS = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass", "select_algorithm_autotune",
+            "select_algorithm_num_precompiles", "cudagraph_skips")
+
+#: metric -> Inductor's timer (``torch._dynamo.utils.compilation_time_metrics``; a key ending in ``_`` sums every
+#: timer with that suffix, one per autotuned operator kind: ``convolution_template_autotuning``, ``mm_...``)
+PHASES = {"dynamo_s": "bytecode_tracing", "lowering_s": "GraphLowering.run", "codegen_s": "GraphLowering.codegen",
+          "autotune_s": "_template_autotuning", "template_precompile_s": "_template_precompiling",
+          "kernel_compile_wait_s": "async_compile.wait", "module_load_s": "PyCodeCache.load_by_key_path"}
+
+#: where Inductor says why a graph is not run as a CUDA graph
+CUDAGRAPH_LOG = "torch._inductor.cudagraph_utils.__cudagraphs"
+
+
+class _Said(logging.Handler):
+    """Keeps the messages a logger emits while attached."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _phase_times(timers: dict[str, list[float]], marks: dict[str, int]) -> dict[str, float]:
+    """Seconds per :data:`PHASES` entry spent since ``marks`` (each timer's length then)."""
+    spent = {key: sum(times[marks.get(key, 0):]) for key, times in timers.items()}
+    return {f"inductor_{metric}": float(sum(s for key, s in spent.items()
+                                            if (key.endswith(timer) if timer.startswith("_") else key == timer)))
+            for metric, timer in PHASES.items()}
 
 
 @contextlib.contextmanager
 def settings(cfg: PyTorchConfig, store: Path) -> Iterator[dict[str, Any]]:
     """Inductor configured as ``cfg`` says while the block compiles; yields a dict that holds, after the
-    block, the params (where the caches are, the backends timed, the workers) and metrics (cache hits and
-    misses of this compile) to record."""
+    block, the params (where the caches are, the backends timed, the workers), the metrics (cache hits and
+    misses, operators autotuned, CUDA-graph skips and phase times of this compile) and the notes (why a graph
+    is not CUDA-graphed, in Inductor's words) to record."""
     import torch._inductor.config as inductor
+    from torch._dynamo import utils as dynamo_utils
     from torch._dynamo.utils import counters
 
     patch: dict[str, Any] = {"compile_threads": cfg.compile_threads or cpu_threads()}
@@ -39,11 +74,19 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[dict[str, Any]]:
         if option:
             patch[key] = ",".join(b.strip().upper() for b in option.split(",") if b.strip())
     before = {k: counters["inductor"][k] for k in COUNTERS}
-    out: dict[str, Any] = {"params": {}, "metrics": {}}
-    with inductor.patch(patch):
+    timers: dict[str, list[float]] = getattr(dynamo_utils, "compilation_time_metrics", {})
+    marks = {key: len(times) for key, times in timers.items()}
+    said, cudagraph_log = _Said(), logging.getLogger(CUDAGRAPH_LOG)
+    out: dict[str, Any] = {"params": {}, "metrics": {}, "notes": []}
+    cudagraph_log.addHandler(said)
+    with contextlib.ExitStack() as stack:
+        stack.callback(cudagraph_log.removeHandler, said)
+        stack.enter_context(inductor.patch(patch))
         yield out
         out["params"] = {"inductor_cache_dir": str(folder) if folder else "default",
                          "inductor_conv_backends": inductor.max_autotune_conv_backends,
                          "inductor_gemm_backends": inductor.max_autotune_gemm_backends,
                          "inductor_compile_threads": inductor.compile_threads}
-    out["metrics"] = {f"inductor_{k}": float(counters["inductor"][k] - before[k]) for k in COUNTERS}
+    out["metrics"] = {**{f"inductor_{k}": float(counters["inductor"][k] - before[k]) for k in COUNTERS},
+                      **_phase_times(timers, marks)}
+    out["notes"] = [f"Inductor: {m}" for m in dict.fromkeys(said.messages)]
