@@ -5,6 +5,8 @@
 # size after @, default 1; the store in /tmp/peers_results is kept between calls on a warm machine, so a
 # -warm part reuses the caches its cold part filled):
 #   ma-aten[@B] ma-aten-warm[@B]   max-autotune, convolutions on ATen/cuDNN (GEMMs and pointwise autotuned)
+#   ma-vendor[@B] ma-vendor-warm[@B]  max-autotune with ATen/cuDNN convolutions and ATen/cuBLAS GEMMs: nothing
+#                                  compiled per template (cold inception_v3 spent 309 of 368 s tuning Triton GEMMs)
 #   ma-triton[@B]                  max-autotune with Triton convolution templates too, inception_v3 only
 #   ort[@B]                        ONNX Runtime CUDA, CUDA graph on and off, fp16 and fp32
 #   ort-nhwc[@B]                   ONNX Runtime CUDA with a CUDA graph, NCHW against NHWC kernels (prefer_nhwc)
@@ -37,6 +39,9 @@ for spec in "$@"; do
   case $part in
     ma-aten) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN ;;
     ma-aten-warm) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN sweep.rerun=true ;;
+    ma-vendor) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN backend.autotune_gemm_backends=ATEN ;;
+    ma-vendor-warm) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN \
+                      backend.autotune_gemm_backends=ATEN sweep.rerun=true ;;
     ma-triton) sweep "$name" "$batch" model=inception_v3 $MA backend.autotune_conv_backends='"ATEN,TRITON"' ;;
     ort) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=onnxruntime backend.cuda_graph=auto,false ;;
     ort-nhwc) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=onnxruntime backend.prefer_nhwc=false,true ;;

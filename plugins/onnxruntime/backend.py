@@ -18,7 +18,7 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
     requires = ("onnxruntime",)
     extra = "onnx"
     forms = ("onnx",)
-    gpu_run = "H200, 2026-11-26 (CUDA provider, fp16 ONNX)"
+    gpu_run = "H100, 2026-11-27 (CUDA provider, CUDA graph, fp16 and fp32)"
     install = "pip install -e '.[onnx]'; CUDA: pip uninstall -y onnxruntime && pip install -e '.[onnxruntime-gpu]'"
 
     def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
