@@ -44,6 +44,20 @@ def test_tables_geomean_speedup_and_reasons():
     assert speed.csv().splitlines()[1] == "a,1.00x,2.00x,missing"
 
 
+def test_the_papers_v100_figures_sit_beside_the_frameworks_study_in_its_own_columns():
+    from harness.report.published import published_tables
+
+    runs = [run("IOS-Both", "inception_v3", 0.47, backend="ios"), run("TensorRT", "inception_v3", None, "FAILED",
+                                                                      "MissingDependency: no", backend="tensorrt"),
+            run("ONNXRuntime", "inception_v3", 1.42, backend="onnxruntime"),
+            run("IOS-Both", "nasnet", 2.11, backend="ios"), run("IOS-Both", "mine", 1.0, backend="ios")]
+    values, speed = published_tables(runs, LAYOUTS["frameworks"], "frameworks", "backend:ios")
+    assert values.rows == ["inception_v3", "nasnet"] and values.cols == ["IOS-Both", "TensorRT"]  # the paper's
+    assert "| inception_v3 | 4.03 | 5.21 |" in values.markdown() and "| nasnet | 16.04 | 24.66 |" in values.markdown()
+    assert speed.title.endswith("speed-up over IOS-Both") and "| nasnet | 1.00x | 0.65x |" in speed.markdown()
+    assert published_tables(runs, LAYOUTS["frameworks"], "batchsize", "backend:ios") == []  # not beside this study
+
+
 def test_variants_name_the_options_that_tell_them_apart():
     runs = [run("IOS-Both", "a", 1.0 + r, backend__r=r, backend__s=s) for r in (1, 2) for s in (3, 8)]
     (values, cost) = build_tables(runs, LAYOUTS["prune"], "")

@@ -15,6 +15,7 @@ from typing import Any
 from ..plugins import plugin_manager
 from ..records import sweeps
 from . import plots
+from .published import published_tables
 from .runs import Run, _tracker, find_sweeps, load_runs
 from .tables import (
     LAYOUTS,
@@ -102,8 +103,8 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     tables = build_tables(runs, layout, baseline) if runs else []
 
     extra = [t for tables in plugin_manager().hook.harness_report_tables(runs=runs, layout=layout) for t in tables]
-    extra += [op_table(runs, layout), launcher_table(states, list(map(len, per_sweep))), gpu_table(runs),
-              usage_table(runs)]
+    extra += [*published_tables(runs, layout, study, baseline), op_table(runs, layout),
+              launcher_table(states, list(map(len, per_sweep))), gpu_table(runs), usage_table(runs)]
     tables += [t for t in extra if t is not None]
     md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
           f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "
