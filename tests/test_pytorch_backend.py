@@ -3,6 +3,7 @@ compile deadline, on the CPU. The CUDA timing of both layouts cannot run here: t
 feeds (faster_layout) is tested as a pure function."""
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -109,10 +110,13 @@ def test_inductor_phase_times_count_only_what_came_after_the_marks():
 
 
 def test_inductor_says_why_a_graph_is_not_a_cuda_graph(tmp_path):
-    with inductor.settings(PyTorchConfig(compile_threads=1), tmp_path) as facts:
+    with inductor.settings(PyTorchConfig(compile_threads=3), tmp_path) as facts:
         logging.getLogger(inductor.CUDAGRAPH_LOG).warning("skipping cudagraphs due to mutated inputs (1 instances)")
+        from torch._inductor.select_algorithm import get_num_workers
+        assert get_num_workers() == 3  # max-autotune's precompile pool: the job's share, not every core
     assert facts["notes"] == ["Inductor: skipping cudagraphs due to mutated inputs (1 instances)"]
     assert not logging.getLogger(inductor.CUDAGRAPH_LOG).handlers  # let go after the block
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ
 
 
 def test_faster_layout_keeps_the_faster_and_nchw_on_a_tie():

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from harness.backend import inductor_cache
 from harness.machine.leases import cpu_threads
@@ -65,7 +67,8 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[dict[str, Any]]:
     from torch._dynamo import utils as dynamo_utils
     from torch._dynamo.utils import counters
 
-    patch: dict[str, Any] = {"compile_threads": cfg.compile_threads or cpu_threads()}
+    threads = cfg.compile_threads or cpu_threads()
+    patch: dict[str, Any] = {"compile_threads": threads}
     folder = inductor_cache(store) if cfg.inductor_cache else None
     if folder is not None:
         patch.update(fx_graph_cache=True, autotune_local_cache=True)
@@ -82,6 +85,9 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[dict[str, Any]]:
     with contextlib.ExitStack() as stack:
         stack.callback(cudagraph_log.removeHandler, said)
         stack.enter_context(inductor.patch(patch))
+        # max-autotune precompiles its template candidates on a thread pool sized by this variable, else by every
+        # core of the machine: the job's CPU share instead (read when a choice is made, so set while compiling)
+        stack.enter_context(mock.patch.dict(os.environ, {"TORCHINDUCTOR_COMPILE_THREADS": str(threads)}))
         yield out
         out["params"] = {"inductor_cache_dir": str(folder) if folder else "default",
                          "inductor_conv_backends": inductor.max_autotune_conv_backends,
