@@ -8,6 +8,7 @@
 #   ma-vendor[@B] ma-vendor-warm[@B]  max-autotune with ATen/cuDNN convolutions and ATen/cuBLAS GEMMs: nothing
 #                                  compiled per template (cold inception_v3 spent 309 of 368 s tuning Triton GEMMs)
 #   ma-triton[@B]                  max-autotune with Triton convolution templates too, inception_v3 only
+#   ro[@B]                         torch.compile reduce-overhead, fp16 (max-autotune's same-run pair)
 #   ort[@B]                        ONNX Runtime CUDA, CUDA graph on and off, fp16 and fp32
 #   ort-nhwc[@B]                   ONNX Runtime CUDA with a CUDA graph, NCHW against NHWC kernels (prefer_nhwc)
 #   ios[@B]                        IOS, fp16 and fp32
@@ -43,6 +44,7 @@ for spec in "$@"; do
     ma-vendor-warm) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN \
                       backend.autotune_gemm_backends=ATEN sweep.rerun=true ;;
     ma-triton) sweep "$name" "$batch" model=inception_v3 $MA backend.autotune_conv_backends='"ATEN,TRITON"' ;;
+    ro) sweep "$name" "$batch" model=$NETS backend=pytorch_compile precision=fp16 ;;
     ort) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=onnxruntime backend.cuda_graph=auto,false ;;
     ort-nhwc) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=onnxruntime backend.prefer_nhwc=false,true ;;
     ios) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=ios ;;
