@@ -6,14 +6,7 @@ set -uo pipefail
 OUT=${OUT:-results/check}
 R="$OUT/results"
 mkdir -p "$OUT"
-if [ -d .whl ]; then  # wheels carried to a machine without Hydra/OmegaConf/pluggy
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
-  git rev-parse --short HEAD 2>/dev/null
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
-} > "$OUT/gpu.txt" 2>&1
+source bench/gpu_site.sh "$OUT"
 if [ -z "${ONLY_SWEEP:-}" ]; then
   python3 -m pytest -q -p no:cacheprovider tests/test_ios_gpu.py tests/test_planner.py > "$OUT/gpu_tests.log" 2>&1
   echo "rc=$?" >> "$OUT/gpu_tests.log"
@@ -30,5 +23,5 @@ H=(python3 -m harness "${O[@]}")
   python3 -m harness -m "${O[@]}" hydra/launcher=loadaware model=squeezenet backend=ios,pytorch batch=1,16
   echo "sweep rc=$?"
 } > "$OUT/runs.log" 2>&1
-tar czf "$OUT/check.tgz" -C "$OUT" gpu.txt gpu_tests.log runs.log results 2>/dev/null
+tar czf "$OUT/check.tgz" -C "$OUT" versions.txt install.log gpu_tests.log runs.log results 2>/dev/null
 rm -rf "$R"

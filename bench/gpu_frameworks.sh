@@ -5,10 +5,7 @@ set -uo pipefail
 OUT=${OUT:-results/bench}
 RD=${RESULTS_DIR:-$OUT/results}
 mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
+source bench/gpu_site.sh "$OUT"
 python3 -c "import jax, onnxruntime; print('jax', jax.__version__, jax.devices(), 'onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())" | tee "$OUT/versions.txt"
 run() { python3 -m harness model=${MODEL:-inception_v3} batch=1 tracking.results_dir="$RD" "$@" 2>&1 \
         | grep -E "^Model:|rror" | tee -a "$OUT/summary.txt"; }

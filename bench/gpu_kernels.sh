@@ -12,13 +12,8 @@ set -uo pipefail
 OUT=${OUT:-results/bench}
 RD=${RESULTS_DIR:-$PWD/results}
 mkdir -p "$OUT"
-if [ -d .whl ]; then  # wheels carried to a machine without Hydra/OmegaConf
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
 # --no-build-isolation: nothing can be fetched there; pybind11 comes with the carried wheels
-python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.csv"
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" | tee -a "$OUT/gpu.csv"
+source bench/gpu_site.sh "$OUT"
 run() { python3 -m harness device=cuda tracking.results_dir="$RD" "$@" 2>&1 \
         | grep -E "^Model:|rror" | tee -a "$OUT/summary.txt"; }
 case "${1:-ablation}" in

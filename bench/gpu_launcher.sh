@@ -8,9 +8,7 @@ OUT=${OUT:-results/bench}
 DEADLINE=${DEADLINE:-570}
 start=$(date +%s)
 mkdir -p "$OUT"
-export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee -a "$OUT/gpu.csv"
+source bench/gpu_site.sh "$OUT"
 launchers=$1; shift
 for l in $launchers; do
   left=$(( DEADLINE - ($(date +%s) - start) ))

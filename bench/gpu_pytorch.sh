@@ -6,12 +6,7 @@ set -uo pipefail
 OUT=${OUT:-results/bench}
 RD=${RESULTS_DIR:-$PWD/results}
 mkdir -p "$OUT"
-if [ -d .whl ]; then  # wheels carried to a machine without Hydra/OmegaConf/pluggy
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . || exit 1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.csv"
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" | tee -a "$OUT/gpu.csv"
+source bench/gpu_site.sh "$OUT"
 run() { python3 -m harness model=inception_v3 backend=pytorch batch=1 device=cuda tracking.results_dir="$RD" "$@" 2>&1 \
         | grep -E "^Model:|error" | tee -a "$OUT/summary.txt"; }
 MODES=${MODES:-eager cudagraph reduce-overhead}

@@ -9,11 +9,7 @@ DEADLINE=${DEADLINE:-580}
 RES=${RES:-results/gpu}
 start=$(date +%s)
 mkdir -p "$OUT" "$RES"
-if [ -d .whl ]; then  # wheels carried to a machine without Hydra/OmegaConf
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee -a "$OUT/gpu.csv"
+source bench/gpu_site.sh "$OUT"
 presets=$1; shift
 for p in $presets; do
   left=$(( DEADLINE - ($(date +%s) - start) ))
