@@ -177,10 +177,11 @@ def test_the_memory_peak_is_the_timed_loops_and_preparation_is_apart(monkeypatch
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: peaks.pop(0))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: resets.append(1))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: 45 * MB)  # the prepared model, when the loop began
     meter = UsageMeter("cuda", None, 0).start()
     meter.stop(calls=5)
     m = meter.metrics()
-    assert resets == [1] and m["memory_prepare_peak_mb"] == 600.0
+    assert resets == [1] and m["memory_prepare_peak_mb"] == 600.0 and m["memory_held_mb"] == 45.0
     assert m["memory_peak_torch_mb"] == 60.0 and m["memory_peak_mb"] == 60.0
 
 

@@ -3,11 +3,12 @@
 Memory: the peak of PyTorch's CUDA allocator over the timed loop where the backend allocated through it
 (every torch-based backend, IOS included: what running the model takes, its weights and buffers included),
 and apart the peak of its preparation before (``memory_prepare_peak_mb``: IOS's search timed stages with
-6 GB at batch 128 where the model runs in less); else the GPU's used memory as NVML reports it after the
-timed loop (a backend with its own allocator: ONNX Runtime, TensorRT, TVM, JAX); on the CPU the child's peak
-resident set. Energy: NVML's
-total-energy counter (mJ since the driver loaded; Volta and newer) read before and after the timed loop,
-divided by the calls made, and the mean power over the loop. The counter is the whole GPU's: another
+6 GB at batch 128 where the model runs in less) and what the prepared model held when the loop began
+(``memory_held_mb``: weights, captured graphs' pools, whatever the preparation left allocated); else the
+GPU's used memory as NVML reports it after the timed loop (a backend with its own allocator: ONNX Runtime,
+TensorRT, TVM, JAX); on the CPU the child's peak resident set. Energy: NVML's total-energy counter (mJ since the
+driver loaded; Volta and newer) read before and after the timed loop, divided by the calls made, and the mean
+power over the loop. The counter is the whole GPU's: another
 process on the same GPU adds its energy (the load-aware launcher gives the device to one measurement)."""
 
 from __future__ import annotations
@@ -84,17 +85,18 @@ class UsageMeter:
 
 
 def _prepare_peak() -> dict[str, float]:
-    """The allocator's peak so far (the preparation), then reset: the peak after the timed loop is the run's."""
+    """The allocator's peak so far (the preparation) and what is allocated now (the prepared model), then reset:
+    the peak after the timed loop is the run's."""
     try:
         import torch
 
         if not torch.cuda.is_initialized():
             return {}
-        peak = float(torch.cuda.max_memory_allocated())
+        peak, held = float(torch.cuda.max_memory_allocated()), float(torch.cuda.memory_allocated())
         torch.cuda.reset_peak_memory_stats()
     except Exception:  # noqa: BLE001 - no usable CUDA allocator: nothing to say
         return {}
-    return {"memory_prepare_peak_mb": peak / MB} if peak > 0 else {}
+    return {"memory_prepare_peak_mb": peak / MB, "memory_held_mb": held / MB} if peak > 0 else {}
 
 
 def peak_memory_mb(metrics: dict[str, float]) -> float | None:
