@@ -28,8 +28,8 @@ from .config import PyTorchConfig
 COUNTERS = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass", "select_algorithm_autotune",
             "select_algorithm_num_precompiles", "cudagraph_skips")
 
-#: metric -> Inductor's timer (``torch._dynamo.utils.compilation_time_metrics``; a key ending in ``_`` sums every
-#: timer with that suffix, one per autotuned operator kind: ``convolution_template_autotuning``, ``mm_...``)
+#: metric -> Inductor's timer (``torch._dynamo.utils.compilation_time_metrics``); a name starting with ``_`` is a
+#: suffix and sums every timer that ends in it, one per autotuned operator kind (``convolution_template_autotuning``)
 PHASES = {"dynamo_s": "bytecode_tracing", "lowering_s": "GraphLowering.run", "codegen_s": "GraphLowering.codegen",
           "autotune_s": "_template_autotuning", "template_precompile_s": "_template_precompiling",
           "kernel_compile_wait_s": "async_compile.wait", "module_load_s": "PyCodeCache.load_by_key_path"}
