@@ -6,7 +6,7 @@ OUT=${OUT:-results/bench}
 RD=${RESULTS_DIR:-$OUT/results}
 mkdir -p "$OUT"
 source bench/gpu_site.sh "$OUT"
-python3 -c "import jax, onnxruntime; print('jax', jax.__version__, jax.devices(), 'onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())" | tee "$OUT/versions.txt"
+python3 -c "import jax, onnxruntime; print('jax', jax.__version__, jax.devices(), 'onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())" | tee -a "$OUT/versions.txt"
 run() { python3 -m harness model=${MODEL:-inception_v3} batch=1 tracking.results_dir="$RD" "$@" 2>&1 \
         | grep -E "^Model:|rror" | tee -a "$OUT/summary.txt"; }
 for prec in fp32 tf32 fp16; do run backend=jax device=cuda precision=$prec; done

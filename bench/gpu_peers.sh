@@ -33,16 +33,18 @@ sweep() {  # sweep NAME BATCH OVERRIDES...
   grep -E "^Model:|rror|┃|│|AUTOTUNE|took" "$OUT/$name.log" >> "$OUT/summary.txt"
 }
 MA="backend=pytorch_max_autotune precision=fp16 backend.compile_timeout_s=${COMPILE_S:-500}"
+ATEN="model=$NETS $MA backend.autotune_conv_backends=ATEN"  # cuDNN convolutions; GEMMs autotuned
+VENDOR="$ATEN backend.autotune_gemm_backends=ATEN"  # cuDNN and cuBLAS: nothing compiled per template
+WARM=sweep.rerun=true  # the same sweep again, measured anew: its caches are the cold part's
 for spec in "$@"; do
   part=${spec%@*} batch=1
   [[ $spec == *@* ]] && batch=${spec#*@}
   name=$part-b$batch  # files that come back are named in letters, digits, '.', '_' and '-'
   case $part in
-    ma-aten) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN ;;
-    ma-aten-warm) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN sweep.rerun=true ;;
-    ma-vendor) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN backend.autotune_gemm_backends=ATEN ;;
-    ma-vendor-warm) sweep "$name" "$batch" model=$NETS $MA backend.autotune_conv_backends=ATEN \
-                      backend.autotune_gemm_backends=ATEN sweep.rerun=true ;;
+    ma-aten) sweep "$name" "$batch" $ATEN ;;
+    ma-aten-warm) sweep "$name" "$batch" $ATEN $WARM ;;
+    ma-vendor) sweep "$name" "$batch" $VENDOR ;;
+    ma-vendor-warm) sweep "$name" "$batch" $VENDOR $WARM ;;
     ma-triton) sweep "$name" "$batch" model=inception_v3 $MA backend.autotune_conv_backends='"ATEN,TRITON"' ;;
     ro) sweep "$name" "$batch" model=$NETS backend=pytorch_compile precision=fp16 ;;
     ort) sweep "$name" "$batch" model=$NETS precision=fp16,fp32 backend=onnxruntime backend.cuda_graph=auto,false ;;

@@ -114,7 +114,7 @@ def test_inductor_says_why_a_graph_is_not_a_cuda_graph(tmp_path):
         logging.getLogger(inductor.CUDAGRAPH_LOG).warning("skipping cudagraphs due to mutated inputs (1 instances)")
         from torch._inductor.select_algorithm import get_num_workers
         assert get_num_workers() == 3  # max-autotune's precompile pool: the job's share, not every core
-    assert facts["notes"] == ["Inductor: skipping cudagraphs due to mutated inputs (1 instances)"]
+    assert facts.notes == ["Inductor: skipping cudagraphs due to mutated inputs (1 instances)"]
     assert not logging.getLogger(inductor.CUDAGRAPH_LOG).handlers  # let go after the block
     assert "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ
 

@@ -10,7 +10,7 @@ from typing import Any
 from ..config import conf_dir
 from .layouts import Layout
 from .runs import Run
-from .tables import Table, _order, baseline_column, column, speedup_table
+from .tables import Table, baseline_column, column, ordered, speedup_table
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def published_tables(runs: list[Run], layout: Layout, study: str, baseline: str)
     for source in PUBLISHED.values():
         if study not in source.studies:
             continue
-        rows = [r for r in _order([run.value("model") for run in runs]) if r in source.ms]
+        rows = [r for r in ordered([run.value("model") for run in runs]) if r in source.ms]
         cols: dict[str, str] = {}  # the measured column -> its label in the paper
         for run in runs:
             if any(run.label in source.ms[r] for r in rows):

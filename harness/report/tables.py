@@ -89,7 +89,8 @@ class Table:
         return f"<h3>{html.escape(self.title)}</h3><table><tr>{head}</tr>{body}</table>"
 
 
-def _order(values: list[str]) -> list[str]:
+def ordered(values: list[str]) -> list[str]:
+    """The distinct values in first-seen order, or by number where every one is a number (batch sizes)."""
     seen = list(dict.fromkeys(values))
     try:
         return sorted(seen, key=float)
@@ -152,10 +153,10 @@ def baseline_column(runs: list[Run], layout: Layout, baseline: str) -> str | Non
 
 def value_table(runs: list[Run], layout: Layout, title: str) -> Table:
     name, unit = METRICS[layout.metric]
-    rows = _order([r.value(layout.rows) for r in runs])
+    rows = ordered([r.value(layout.rows) for r in runs])
     cols = list(dict.fromkeys(column(r, runs, layout) for r in runs))
     if layout.cols:
-        cols = _order(cols)
+        cols = ordered(cols)
     rows_name = key_name(layout.rows)
     t = Table(f"{title}: {unit}", f"{rows_name} \\ {key_name(layout.cols)}" if layout.cols else rows_name, rows, cols,
               digits={"latency": 3, "throughput": 1}.get(layout.metric, 2), geomean=not layout.cols)

@@ -17,8 +17,8 @@ from .layout import time_ms
 
 __all__ = ["COMPILE_MODES", "Mode", "PyTorchBackend", "PyTorchConfig", "faster_layout"]
 
-#: one layout's ready model: (its target, infer, load_input, what its build records: {"params": .., "metrics": ..})
-Built = tuple[TorchTarget, Callable[[Any], Any], Callable[[np.ndarray], Any], dict[str, Any]]
+#: one layout's ready model: (its target, infer, load_input, what its compile records)
+Built = tuple[TorchTarget, Callable[[Any], Any], Callable[[np.ndarray], Any], inductor.CompileFacts]
 
 
 class PyTorchBackend(Backend[PyTorchConfig]):
@@ -75,7 +75,7 @@ class PyTorchBackend(Backend[PyTorchConfig]):
         target = TorchTarget(device, precision, channels_last)
         fn = module = target.module(model.module())  # a fresh copy: each layout casts and moves its own
         example = target.tensor(x)
-        facts: dict[str, Any] = {"params": {}, "metrics": {}, "notes": []}
+        facts = inductor.CompileFacts()
         if mode == "compile":
             what = f"torch.compile ({self.cfg.compile_mode}) on {model.name}"
             # max-autotune modes time Triton and GEMM candidates on the GPU while compiling: hold it
@@ -100,5 +100,5 @@ class PyTorchBackend(Backend[PyTorchConfig]):
         return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
                         cuda_stream=target.stream, device_name=target.device_name(), display_name=self.label(),
                         params={"torch_mode": mode, "layout": layout_name(channels_last),
-                                "layout_chosen_by": chosen_by, **facts["params"]},
-                        metrics={**metrics, **facts["metrics"]}, notes=facts["notes"])
+                                "layout_chosen_by": chosen_by, **facts.params},
+                        metrics={**metrics, **facts.metrics}, notes=facts.notes)

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -38,6 +39,15 @@ PHASES = {"dynamo_s": "bytecode_tracing", "lowering_s": "GraphLowering.run", "co
 CUDAGRAPH_LOG = "torch._inductor.cudagraph_utils.__cudagraphs"
 
 
+@dataclass
+class CompileFacts:
+    """What a compile adds to the run's record: params, metrics and notes (a run that compiles nothing: none)."""
+
+    params: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
 class _Said(logging.Handler):
     """Keeps the messages a logger emits while attached."""
 
@@ -58,8 +68,8 @@ def _phase_times(timers: dict[str, list[float]], marks: dict[str, int]) -> dict[
 
 
 @contextlib.contextmanager
-def settings(cfg: PyTorchConfig, store: Path) -> Iterator[dict[str, Any]]:
-    """Inductor configured as ``cfg`` says while the block compiles; yields a dict that holds, after the
+def settings(cfg: PyTorchConfig, store: Path) -> Iterator[CompileFacts]:
+    """Inductor configured as ``cfg`` says while the block compiles; yields the facts that hold, after the
     block, the params (where the caches are, the backends timed, the workers), the metrics (cache hits and
     misses, operators autotuned, CUDA-graph skips and phase times of this compile) and the notes (why a graph
     is not CUDA-graphed, in Inductor's words) to record."""
@@ -80,19 +90,19 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[dict[str, Any]]:
     timers: dict[str, list[float]] = getattr(dynamo_utils, "compilation_time_metrics", {})
     marks = {key: len(times) for key, times in timers.items()}
     said, cudagraph_log = _Said(), logging.getLogger(CUDAGRAPH_LOG)
-    out: dict[str, Any] = {"params": {}, "metrics": {}, "notes": []}
-    cudagraph_log.addHandler(said)
+    out = CompileFacts()
     with contextlib.ExitStack() as stack:
+        cudagraph_log.addHandler(said)
         stack.callback(cudagraph_log.removeHandler, said)
         stack.enter_context(inductor.patch(patch))
         # max-autotune precompiles its template candidates on a thread pool sized by this variable, else by every
         # core of the machine: the job's CPU share instead (read when a choice is made, so set while compiling)
         stack.enter_context(mock.patch.dict(os.environ, {"TORCHINDUCTOR_COMPILE_THREADS": str(threads)}))
         yield out
-        out["params"] = {"inductor_cache_dir": str(folder) if folder else "default",
-                         "inductor_conv_backends": inductor.max_autotune_conv_backends,
-                         "inductor_gemm_backends": inductor.max_autotune_gemm_backends,
-                         "inductor_compile_threads": inductor.compile_threads}
-    out["metrics"] = {**{f"inductor_{k}": float(counters["inductor"][k] - before[k]) for k in COUNTERS},
-                      **_phase_times(timers, marks)}
-    out["notes"] = [f"Inductor: {m}" for m in dict.fromkeys(said.messages)]
+        out.params = {"inductor_cache_dir": str(folder) if folder else "default",
+                      "inductor_conv_backends": inductor.max_autotune_conv_backends,
+                      "inductor_gemm_backends": inductor.max_autotune_gemm_backends,
+                      "inductor_compile_threads": inductor.compile_threads}
+    out.metrics = {**{f"inductor_{k}": float(counters["inductor"][k] - before[k]) for k in COUNTERS},
+                   **_phase_times(timers, marks)}
+    out.notes = [f"Inductor: {m}" for m in dict.fromkeys(said.messages)]
