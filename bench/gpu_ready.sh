@@ -4,6 +4,9 @@
 #   gputests        pytest tests/test_ios_gpu.py (the CUDA runtimes, kernel choice, plan reuse)
 #   ready:M1,M2     each network cold in its own fresh store, then warm (sweep.rerun=true), fp16 batch 1
 #   batches:M       one network at batch 1,16,64,128 in one fresh store (the layout timed once, kernels shared)
+#   tconv:M         Triton convolutions in the kernel choice (issue 42, item 4): M in one fresh store with
+#                   backend.triton_convs=false,true (one sweep, the schedule shared), the second again warm, then
+#                   bench/critical_path.py on both (what stands on the critical path, kernel by kernel)
 #   e.g. call (carry .whl):  OUT=dir bash bench/gpu_ready.sh gputests ready:inception_v3,nasnet batches:inception_v3
 # Everything comes back in $OUT/ready.tgz (logs, records) and $OUT/search_table.tsv (bench/search_table.py).
 # Python's bytecode cache: see bench/gpu_site.sh.
@@ -34,9 +37,18 @@ for part in "$@"; do
     batches:*) m=${part#batches:}
                rm -rf "/tmp/batches_$m"
                sweep "batches-$m" "/tmp/batches_$m" model="$m" batch=1,16,64,128 ;;
+    tconv:*) m=${part#tconv:}
+             rm -rf "/tmp/tconv_$m"
+             sweep "tconv-$m" "/tmp/tconv_$m" model="$m" batch=1 backend.triton_convs=false,true
+             sweep "tconv-$m-warm" "/tmp/tconv_$m" model="$m" batch=1 backend.triton_convs=true sweep.rerun=true
+             for t in "" --triton-convs; do
+               timeout "${PROFILE_S:-120}" python3 bench/critical_path.py --model "$m" --store "/tmp/tconv_$m" $t \
+                 --out "$OUT/critical-$m${t:+-triton}.tsv" > "$LOGS/critical-$m${t:+-triton}.log" 2>&1
+               echo "critical-$m${t:+-triton}: rc=$?" >> "$LOGS/times.txt"
+             done ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done
-for rd in "${stores[@]}"; do echo "== $rd"; python3 bench/search_table.py "$rd"; done > "$OUT/search_table.tsv" 2>&1
-tar czf "$OUT/ready.tgz" -C /tmp ready_logs $(cd /tmp && ls -d ready_*/records batches_*/records 2>/dev/null)
+for rd in $(printf '%s\n' "${stores[@]}" | sort -u); do echo "== $rd"; python3 bench/search_table.py "$rd"; done > "$OUT/search_table.tsv" 2>&1
+tar czf "$OUT/ready.tgz" -C /tmp ready_logs $(cd /tmp && ls -d ready_*/records batches_*/records tconv_*/records 2>/dev/null)
 exit 0

@@ -79,6 +79,7 @@ class PlanOptions(SearchOptions):
     fuse: bool = True  # cuDNN conv+bias+ReLU on CUDA
     passes: list[str] = field(default_factory=lambda: list(DEFAULT_PASSES))  # graph rewrites (ios_core.passes)
     kernels: str = "auto"  # per conv: auto (time cuDNN and GEMM, keep the faster), cudnn, gemm
+    triton_convs: bool = False  # auto kernels: the final model's convs also timed against Inductor's Triton template
     channels_last: str = "auto"  # auto (time both layouts on CUDA, keep the faster), true (NHWC), false (NCHW)
     layout_screen: float = 0.1  # auto layout: vendor kernels decide where one layout is faster by this fraction
     layout_any_batch: bool = True  # auto layout: reuse the choice saved for another batch size of the workload
@@ -97,6 +98,9 @@ class PlanOptions(SearchOptions):
         choose("runtime", self.runtime, RUNTIMES)
         choose("streams", self.streams, ("chains", "stage-order"))
         choose("kernels", self.kernels, KERNEL_MODES)
+        if self.triton_convs and self.kernels != "auto":
+            raise OptionError(f"triton_convs=true needs kernels=auto (the Triton conv is timed against the vendor's "
+                              f"kernel), not kernels={self.kernels}")
         try:
             parse_channels_last(self.channels_last)
         except ValueError:
@@ -331,6 +335,7 @@ class Planner:
         if o.bounds:  # under the configured cost model, so comparable with predicted_ms
             with phase("bounds"):
                 metrics.update(self.bounds(target, work))
+        kernels.triton_convs = o.triton_convs  # only now: the search's merged convs would each autotune a template
         model = ScheduledModel(graph, sched, device, work.precision, o.runtime, channels_last, o.fuse,
                                follow_chains=o.streams == "chains", kernels=kernels)
         with phase("prepare"):  # the warm-up calls before capture settle every kernel choice

@@ -134,3 +134,33 @@ def test_a_second_plan_reuses_the_layout_across_batch_and_every_kernel_choice(tm
     assert again.metrics["kernel_reused"] > again.metrics["kernel_ops_timed"], again.metrics
     x = seeded_input(work.graph, 1, 0)
     assert rel_err(again.target.to_numpy(again.infer(again.load_input(x))), reference_forward(work.graph, x)) < 1e-3
+
+
+def test_generated_convs_match_cudnn_and_a_plan_keeps_them_where_faster(tmp_path):
+    """Issue 42, item 4: Inductor's Triton convolution (its template, autotuned) equals cuDNN's in fp16 on
+    Inception's odd shapes, and a plan with triton_convs times it for the final model's convs only and still
+    matches the reference."""
+    import torch
+    import torch.nn.functional as F
+
+    from ios_core.ir.nodes import Conv, Value
+    from ios_core.planner import Planner, PlanOptions
+    from ios_core.runtime.kernels import triton_conv
+
+    torch.manual_seed(0)
+    for kernel, padding in (((3, 3), (1, 1)), ((1, 7), (0, 3))):
+        node = Conv(name="c", inputs=[[Value("x", 0, 32)]], out_channels=48, kernel=kernel, padding=padding,
+                    act="relu")
+        x = torch.randn(1, 32, 17, 17, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+        w = torch.randn(48, 32, *kernel, device="cuda", dtype=torch.half) / 16
+        b = torch.randn(48, device="cuda", dtype=torch.half)
+        torch.testing.assert_close(triton_conv(node)(x, w, b), F.relu(F.conv2d(x, w, b, padding=padding)),
+                                   rtol=2e-2, atol=2e-2)
+    work = Workload(build_model("sample", **SMALL["sample"]), 1, "fp16", "gpu-test")
+    plan = Planner(PlanOptions(schedule="greedy", triton_convs=True, channels_last="true"), tmp_path).plan(work,
+                                                                                                            "cuda")
+    keys = [k for k in plan.kernels.timings if k.startswith("('triton_conv'")]
+    assert keys and not plan.kernels.failed, plan.kernels.failed
+    assert plan.metrics["kernel_conv_triton"] == sum(plan.kernels.choices[k] == "triton" for k in keys)
+    xin = seeded_input(work.graph, 1, 0)
+    assert rel_err(plan.target.to_numpy(plan.infer(plan.load_input(xin))), reference_forward(work.graph, xin)) < 2e-2

@@ -56,7 +56,7 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
     assert table.impl(_conv(), x, ran.append) == "gemm"
     assert table.impl(_conv(), x, ran.append) == "gemm"
     assert asked == [2] and table.counts() == {"kernel_ops_timed": 1.0, "kernel_reused": 0.0, "kernel_gemm": 1.0,
-                                              "kernel_cudnn": 0.0,
+                                              "kernel_cudnn": 0.0, "kernel_conv_triton": 0.0,
                                               "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0,
                                               "kernel_fused_triton": 0.0, "kernel_fused_aten": 0.0,
                                               "kernel_compiles": 0.0, "kernel_compile_s": 0.0}
@@ -179,3 +179,73 @@ def test_compiled_programs_are_counted_with_the_seconds_their_first_calls_took()
     counts = table.counts()
     assert counts["kernel_compiles"] == 1.0 and 0.05 <= counts["kernel_compile_s"] < 1.0
     assert table.choices["b"] == "aten" and "AttributeError" in table.failed["b"]
+
+
+def _template_table(monkeypatch, timer, make, **kw):
+    """A table with ``triton_convs`` on, where the template is offered off CUDA and ``make(node)`` is the
+    'generated' conv; with ops that run each candidate as the runtime does."""
+    import ios_core.runtime.kernels as kernels
+    import ios_core.runtime.ops as ops
+
+    monkeypatch.setattr(kernels, "template_ok", lambda node, x: True)
+    monkeypatch.setattr(ops, "triton_conv", make)
+    table = KernelTable("auto", timer, triton_convs=True, **kw)
+    torch.manual_seed(0)
+    w, b = torch.randn(6, 8, 1, 1), torch.randn(6)
+    return table, ops.RuntimeOps({"x": 8, "c": 6}, {"c": (w, b)}, fuse=False, kernels=table), w, b
+
+
+def test_a_generated_conv_is_timed_against_the_vendor_choice_and_kept_where_faster(monkeypatch):
+    """Issue 42, item 4: with triton_convs each conv's vendor kernel (cuDNN, or cuBLAS for a 1x1) is timed against
+    Inductor's template conv; the winner runs, is counted and is remembered under its own key."""
+    made, asked = [], []
+
+    def make(node):
+        made.append(node.name)
+        return lambda x, w, b: F.conv2d(x, w, b)
+
+    def timer(calls):
+        asked.append([c() is not None for c in calls])  # each candidate runs, as the real timer's warm-up does
+        return [2.0, 1.0] if len(asked) == 1 else [1.0, 0.5]  # cudnn vs gemm, then gemm vs triton
+    kept = CostCache(None, value=str)
+    table, ops, w, b = _template_table(monkeypatch, timer, make, remembered=kept, context="v")
+    x = torch.randn(1, 8, 4, 4).to(memory_format=torch.channels_last)
+    y = ops.visit_conv(_conv(), x)
+    torch.testing.assert_close(y, F.conv2d(x, w, b))
+    assert asked == [[True, True], [True, True]] and made == ["c"]  # compiled once, on its first call
+    key = KernelTable.template_key(_conv(), x)
+    assert table.choices[key] == "triton" and table.timings[key] == {"gemm": 1.0, "triton": 0.5}
+    assert table.vendor_impl(_conv(), x) == "gemm" and kept.get(f"v|{key}") == "triton"
+    counts = table.counts()
+    assert counts["kernel_conv_triton"] == 1.0 and counts["kernel_gemm"] == 1.0 and counts["kernel_ops_timed"] == 2.0
+    table.triton_convs = False  # the search's tables: the vendor's choice alone, the template's choice not counted
+    assert table.impl(_conv(), x, lambda i: None) == "gemm" and table.counts()["kernel_conv_triton"] == 0.0
+
+
+def test_a_generated_conv_that_fails_to_compile_falls_back_to_the_vendor_kernel_for_good(monkeypatch):
+    def make(node):
+        def broken(x, w, b):
+            raise RuntimeError("NoValidChoicesError: no template fits")
+        return broken
+    def timer(calls):
+        for c in calls:
+            c()
+        return [1.0, 0.1]  # the second candidate looks faster each time: what a failed compile timed was a fallback
+    kept = CostCache(None, value=str)
+    table, ops, w, b = _template_table(monkeypatch, timer, make, remembered=kept, context="v")
+    x = torch.randn(1, 8, 4, 4).to(memory_format=torch.channels_last)
+    torch.testing.assert_close(ops.visit_conv(_conv(), x), F.conv2d(x, w, b))  # the fallback's output
+    key = KernelTable.template_key(_conv(), x)
+    vendor = table.vendor_impl(_conv(), x)
+    assert vendor == "gemm" and table.choices[key] == vendor and kept.get(f"v|{key}") == vendor
+    assert "NoValidChoices" in table.failed[key]
+    assert table.counts()["kernel_conv_triton"] == 0.0
+
+
+def test_triton_convs_needs_the_kernel_choice():
+    from ios_core.planner import PlanOptions
+    from ios_core.schedule import OptionError
+
+    PlanOptions(triton_convs=True).check()
+    with pytest.raises(OptionError, match="triton_convs=true needs kernels=auto"):
+        PlanOptions(triton_convs=True, kernels="cudnn").check()

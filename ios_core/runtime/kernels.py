@@ -34,13 +34,17 @@ from typing import Protocol, cast
 import torch
 import torch.nn.functional as F
 
-from ..interpreters.torch import torch_pool
+from ..interpreters.torch import torch_activation, torch_pool
 from ..ir.nodes import Conv, Op, Pool
 from ..ir.ops import OPS
 
 KERNEL_MODES = ("auto", "cudnn", "gemm")
 IMPLS = ("cudnn", "gemm")
 POOL_IMPLS = ("aten", "triton")
+#: Inductor's options for a generated convolution: Triton templates only (cuDNN and cuBLAS are the other
+#: candidates already), max-autotune's config search, no CUDA graph of its own (the runtime captures the model)
+TEMPLATE_OPTIONS: dict[str, str | bool] = {"max_autotune": True, "max_autotune_conv_backends": "TRITON",
+                                            "max_autotune_gemm_backends": "TRITON", "triton.cudagraphs": False}
 
 
 def gemm_ok(node: Conv, x: torch.Tensor) -> bool:
@@ -99,6 +103,23 @@ def _configure_inductor() -> None:
     inductor_config.compile_threads = 1
 
 
+def template_ok(node: Conv, x: torch.Tensor) -> bool:
+    """Inductor's convolution template can run ``node`` on ``x``: undilated, on a dense CUDA tensor."""
+    return x.is_cuda and node.dilation == (1, 1) and dense(x)
+
+
+def triton_conv(node: Conv) -> Callable[..., torch.Tensor]:
+    """``node`` (with its bias and activation) compiled by Inductor from its Triton convolution
+    template, the template's configs autotuned on the first call; called as ``conv(x, w, b)``."""
+    _configure_inductor()
+
+    def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        y = F.conv2d(x, w, b, node.stride, node.padding, node.dilation, node.groups)
+        return torch_activation(y, node.act)
+    return cast(Callable[..., torch.Tensor],
+                torch.compile(conv, dynamic=False, fullgraph=True, options=dict(TEMPLATE_OPTIONS)))
+
+
 def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
     """``node`` compiled by Inductor into a Triton kernel (on its first call)."""
     _configure_inductor()
@@ -152,14 +173,17 @@ class KernelTable:
     choice rests on the same timing as everything else in the search. ``remembered`` keeps the
     choices across runs, keyed by ``context`` (GPU, library versions) and the signature, so every
     model, batch size and schedule with the same operator reuses one timing (and compiles no
-    Triton candidate that lost)."""
+    Triton candidate that lost). ``triton_convs``: convolutions are also timed against Inductor's
+    generated one (:func:`triton_conv`); the planner turns it on for the final model only."""
 
     def __init__(self, mode: str = "auto", timer: Callable[[list[Callable[[], object]]], list[float]] | None = None,
-                 choices: dict[str, str] | None = None, remembered: Remembered | None = None, context: str = ""):
+                 choices: dict[str, str] | None = None, remembered: Remembered | None = None, context: str = "",
+                 triton_convs: bool = False):
         if mode not in KERNEL_MODES:
             raise ValueError(f"unknown kernel mode {mode!r}; choose one of: {', '.join(KERNEL_MODES)}")
         self.mode, self.timer = mode, timer
         self.remembered, self.context = remembered, context
+        self.triton_convs = triton_convs
         self.choices: dict[str, str] = dict(choices or {})
         self.timings: dict[str, dict[str, float]] = {}
         self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
@@ -169,7 +193,23 @@ class KernelTable:
         self.compiles, self.compile_s = 0, 0.0  # Triton programs compiled (first calls) and the seconds they took
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
-        """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one."""
+        """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one: the
+        vendor's (cuDNN, or cuBLAS for a 1x1), then, with ``triton_convs``, that against Triton's."""
+        vendor = self._vendor(node, x, run)
+        if not self.triton_convs or self.mode != "auto" or not template_ok(node, x):
+            return vendor
+        return self._choose(self.template_key(node, x), (vendor, "triton"), x, run)
+
+    def vendor_impl(self, node: Conv, x: torch.Tensor) -> str:
+        """The vendor kernel already chosen for ``node`` on ``x`` (what a failed Triton conv falls back on)."""
+        return self.choices.get(sig_text(signature(node, x)), "cudnn") if gemm_ok(node, x) else "cudnn"
+
+    @staticmethod
+    def template_key(node: Conv, x: torch.Tensor) -> str:
+        """The key of the choice between the vendor's kernel and Triton's for ``node`` on ``x``."""
+        return sig_text(("triton_conv", *signature(node, x)))
+
+    def _vendor(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         if self.mode == "cudnn" or not gemm_ok(node, x):
             return "cudnn"
         key = sig_text(signature(node, x))
@@ -185,9 +225,10 @@ class KernelTable:
         return self._choose(sig_text(pool_signature(node, x)), POOL_IMPLS, x, run)
 
     def run_compiled(self, key: str, make: Callable[[], Callable[..., torch.Tensor]], args: tuple,
-                     fallback: Callable[[], torch.Tensor]) -> torch.Tensor:
+                     fallback: Callable[[], torch.Tensor], vendor: str = "aten") -> torch.Tensor:
         """The Triton kernel chosen for ``key`` (compiled by ``make`` on first use) on ``args``; where it
-        fails (a Dynamo or Inductor limit), ``fallback`` now and ATen's from then on, the reason kept."""
+        fails (a Dynamo or Inductor limit), ``fallback`` now and ``vendor``'s kernel from then on, the
+        reason kept."""
         try:
             if key in self.compiled:
                 return self.compiled[key](*args)
@@ -198,8 +239,8 @@ class KernelTable:
             self.compile_s += time.perf_counter() - t0
             return out
         except Exception as exc:  # noqa: BLE001 - the reason goes to the record (kernel_choice.json)
-            self.choices[key] = "aten"
-            self._remember(key, "aten")  # later runs do not pay for the failing compile again
+            self.choices[key] = vendor
+            self._remember(key, vendor)  # later runs do not pay for the failing compile again
             self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
             return fallback()
 
@@ -233,7 +274,10 @@ class KernelTable:
             times = [0.0, float("inf")]
         self.timings[key] = dict(zip(impls, times))
         self.timed += 1
-        choice = min(impls, key=lambda i: (self.timings[key][i], i != impls[0]))
+        if key in self.failed:  # the Triton candidate did not compile: what it timed was its fallback
+            choice = impls[0]
+        else:
+            choice = min(impls, key=lambda i: (self.timings[key][i], i != impls[0]))
         self.choices[key] = choice
         self._remember(key, choice)
         return choice
@@ -248,9 +292,12 @@ class KernelTable:
         return self.remembered.get(f"{self.context}|{key}") if self.remembered is not None else None
 
     def counts(self) -> dict[str, float]:
-        fused = [v for k, v in self.choices.items() if k.startswith("('fused'")]
-        used = [v for k, v in self.choices.items() if not k.startswith("('fused'")]
+        kinds: dict[str, list[str]] = {"fused": [], "triton_conv": [], "": []}
+        for k, v in self.choices.items():
+            kinds[next((kind for kind in ("fused", "triton_conv") if k.startswith(f"('{kind}'")), "")].append(v)
+        fused, templates, used = kinds["fused"], kinds["triton_conv"], kinds[""]
         return {"kernel_ops_timed": float(self.timed), "kernel_reused": float(self.reused),
+                "kernel_conv_triton": float(templates.count("triton")) if self.triton_convs else 0.0,
                 "kernel_gemm": float(used.count("gemm")), "kernel_cudnn": float(used.count("cudnn")),
                 "kernel_pool_triton": float(used.count("triton")), "kernel_pool_aten": float(used.count("aten")),
                 "kernel_fused_triton": float(fused.count("triton")), "kernel_fused_aten": float(fused.count("aten")),

@@ -15,7 +15,16 @@ from ..interpreters.base import Interpreter
 from ..interpreters.torch import TorchOps, torch_activation, torch_pool
 from ..ir import Graph, Node
 from ..ir.nodes import Conv, Linear, Op, Pool, Sequential
-from .kernels import KernelTable, conv_gemm, fused_signature, pool_signature, sig_text, triton_fused, triton_pool
+from .kernels import (
+    KernelTable,
+    conv_gemm,
+    fused_signature,
+    pool_signature,
+    sig_text,
+    triton_conv,
+    triton_fused,
+    triton_pool,
+)
 
 Params = dict[str, tuple[torch.Tensor | None, ...]]  # a node's arrays, see interpreters.base.node_params
 
@@ -46,6 +55,10 @@ class RuntimeOps(TorchOps):
         """``node`` on ``x`` with the implementation ``impl`` (see :mod:`.kernels`)."""
         w, b = self.params[node.name]
         assert w is not None, f"node {node.name}: has no weights"
+        if impl == "triton" and self.kernels is not None:
+            vendor = self.kernels.vendor_impl(node, x)
+            return self.kernels.run_compiled(self.kernels.template_key(node, x), lambda: triton_conv(node),
+                                             (x, w, b), lambda: self.conv(vendor, node, x), vendor=vendor)
         if impl == "gemm":
             y = conv_gemm(x, w, b)
             return torch_activation(y, node.act)
