@@ -2,11 +2,12 @@
 # Backends that really run on the GPU (issue 26), on one warm lent machine:
 #   TVM-cuDNN beside tvm and autotvm:
 #     call (carry .whl_tvm_a):          bash bench/gpu_tvm.sh stage
-#     call (carry .whl_tvm_b, .whl):    OUT=dir bash bench/gpu_backends.sh tvm
+#     call (carry .whl_tvm_b, .whl):    OUT=dir [MODELS="m1 m2"] [PRECISIONS="fp32 tf32 fp16"] bash bench/gpu_backends.sh tvm
+#     later calls, same machine:        the same without carrying .whl_tvm_b (TVM is installed; the library built)
 #   ONNX Runtime on CUDA beside PyTorch's CUDA graph:
 #     calls (carry .whl_ort_N, N=0..3): bash bench/ort_wheel.sh stage N
 #     call (carry .whl_ort_4, .whl):    OUT=dir bash bench/gpu_backends.sh ort
-#   autotvm (after `tvm`, same machine): OUT=dir TRIALS=64 bash bench/gpu_backends.sh autotvm
+#   autotvm (after `tvm`, same machine; carry .whl, .whl_tvm_c): OUT=dir TRIALS=64 bash bench/gpu_backends.sh autotvm
 # Records stay under $RD/records (no MLflow there); the summary lines go to $OUT/summary.txt.
 set -uo pipefail
 SITE=/tmp/site OUT=${OUT:-results/bench}
@@ -19,10 +20,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/
 run() { python3 -m harness batch=1 device=cuda tracking.results_dir="$RD" "$@" 2>&1 \
         | grep -E "^Model:|rror" | tee -a "$OUT/summary.txt"; }
 case "${1:-}" in
-tvm)
-  (cd /tmp/tvm_parts && cp "$OLDPWD"/.whl_tvm_b/* . && cat apache_tvm-*.whl.part0? > "$(cut -d' ' -f3 SHA256)" \
-     && sha256sum -c SHA256) || exit 1
-  python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE /tmp/tvm_parts/*.whl || exit 1
+tvm)  # installed once per warm machine; then each of $MODELS in each of $PRECISIONS
+  if ! python3 -c "import tvm" 2>/dev/null; then
+    (cd /tmp/tvm_parts && cp "$OLDPWD"/.whl_tvm_b/* . && cat apache_tvm-*.whl.part0? > "$(cut -d' ' -f3 SHA256)" \
+       && sha256sum -c SHA256) || exit 1
+    python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE /tmp/tvm_parts/*.whl || exit 1
+  fi
   python3 -c "import tvm, torch; print('tvm', tvm.__version__, 'torch', torch.__version__, 'cudnn', \
     torch.backends.cudnn.version())" | tee -a "$OUT/versions.txt"
   { which nvcc; find / -path /proc -prune -o -name host_defines.h -print 2>/dev/null | head -5; } >> "$OUT/versions.txt"
@@ -30,12 +33,15 @@ tvm)
   cat /tmp/harness_cache/tvm_cudnn/*/build.json > "$OUT/build.json" 2>/dev/null
   python3 -m harness --list-backends > "$OUT/list_backends.txt" 2>&1
   for model in ${MODELS:-inception_v3 squeezenet randwire nasnet}; do
-    run model=$model backend=tvm_cudnn precision=fp32
-  done
-  run model=inception_v3 backend=tvm_cudnn precision=tf32
-  run model=inception_v3 backend=tvm_cudnn precision=fp16
-  run model=inception_v3 backend=tvm precision=fp32 ;;
-autotvm)
+    for precision in ${PRECISIONS:-fp32 tf32 fp16}; do
+      t0=$SECONDS
+      run model=$model backend=tvm_cudnn precision=$precision ${RUNNER:-runner.max_time_s=3 runner.min_time_s=1}
+      echo "tvm_cudnn $model $precision: $((SECONDS - t0)) s" >> "$OUT/times.txt"
+    done
+  done ;;
+autotvm)  # xgboost (autotvm's cost model) comes in .whl_tvm_c (bench/tvm_wheel.sh)
+  [ -d .whl_tvm_c ] && { python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl_tvm_c/*.whl \
+    || exit 1; }
   run model=inception_v3 backend=autotvm precision=fp32 backend.trials="${TRIALS:-64}" backend.trials_per_iter=16 ;;
 ort)
   bash bench/ort_wheel.sh stage 4 >/dev/null && bash bench/ort_wheel.sh install 2>&1 | tail -2 | tee -a "$OUT/versions.txt"

@@ -17,7 +17,8 @@ stage)
 run|install)
   cp .whl_tvm_b/* $PARTS/ || exit 1
   (cd $PARTS && cat apache_tvm-*.whl.part0? > "$(cut -d' ' -f3 SHA256)" && sha256sum -c SHA256) || exit 1
-  python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE $PARTS/*.whl .whl/*.whl || exit 1 ;;
+  python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE $PARTS/*.whl .whl/*.whl \
+    $(ls .whl_tvm_c/*.whl 2>/dev/null) || exit 1 ;;  # xgboost for tune: carry .whl_tvm_c (bench/tvm_wheel.sh)
 tune) ;;
 *) echo "usage: bench/gpu_tvm.sh stage|run|install|tune TRIALS [MODEL [overrides...]]"; exit 2 ;;
 esac

@@ -104,8 +104,10 @@ def _configure_inductor() -> None:
 
 
 def template_ok(node: Conv, x: torch.Tensor) -> bool:
-    """Inductor's convolution template can run ``node`` on ``x``: undilated, on a dense CUDA tensor."""
-    return x.is_cuda and node.dilation == (1, 1) and dense(x)
+    """Inductor's convolution template can run ``node`` on ``x`` (undilated, on a dense CUDA tensor) and
+    it is a convolution: a 1x1 that is one matrix product has cuBLAS as its candidate already (Inductor would
+    autotune some twenty Triton GEMM configs for it: seconds per shape)."""
+    return x.is_cuda and node.dilation == (1, 1) and dense(x) and not gemm_ok(node, x)
 
 
 def triton_conv(node: Conv) -> Callable[..., torch.Tensor]:
