@@ -4,6 +4,7 @@
 #   gputests        pytest tests/test_ios_gpu.py (the CUDA runtimes, kernel choice, plan reuse)
 #   ready:M1,M2     each network cold in its own fresh store, then warm (sweep.rerun=true), fp16 batch 1
 #   batches:M       one network at batch 1,16,64,128 in one fresh store (the layout timed once, kernels shared)
+#   batches-reuse:M the same with backend.schedule_any_batch=8 (searched at 1 and 16, reused at 64 and 128)
 #   tconv:M         Triton convolutions in the kernel choice (issue 42, item 4): M in one fresh store with
 #                   backend.triton_convs=false,true (one sweep, the schedule shared), the second again warm, then
 #                   bench/critical_path.py on both (what stands on the critical path, kernel by kernel)
@@ -37,6 +38,10 @@ for part in "$@"; do
     batches:*) m=${part#batches:}
                rm -rf "/tmp/batches_$m"
                sweep "batches-$m" "/tmp/batches_$m" model="$m" batch=1,16,64,128 ;;
+    batches-reuse:*) m=${part#batches-reuse:}  # the same sweep, each schedule reused within a factor of 8
+               rm -rf "/tmp/batchesreuse_$m"
+               sweep "batchesreuse-$m" "/tmp/batchesreuse_$m" model="$m" batch=1,16,64,128 \
+                 backend.schedule_any_batch=8 ;;
     tconv:*) m=${part#tconv:}
              rm -rf "/tmp/tconv_$m"
              sweep "tconv-$m" "/tmp/tconv_$m" model="$m" batch=1 backend.triton_convs=false,true
@@ -50,5 +55,5 @@ for part in "$@"; do
   esac
 done
 for rd in $(printf '%s\n' "${stores[@]}" | sort -u); do echo "== $rd"; python3 bench/search_table.py "$rd"; done > "$OUT/search_table.tsv" 2>&1
-tar czf "$OUT/ready.tgz" -C /tmp ready_logs $(cd /tmp && ls -d ready_*/records batches_*/records tconv_*/records 2>/dev/null)
+tar czf "$OUT/ready.tgz" -C /tmp ready_logs $(cd /tmp && ls -d ready_*/records batches_*/records batchesreuse_*/records tconv_*/records 2>/dev/null)
 exit 0

@@ -26,9 +26,12 @@ from ios_core.runtime.kernels import KernelTable
 from ios_core.runtime.timer import kernel_timer
 from ios_core.schedule.schedule import greedy
 
-CATEGORIES = [("layout", r"nchwtonhwc|nhwctonchw"), ("triton-template", r"^triton_tem"),
+#: first match wins: cuDNN's convolutions are "implicit GEMM" kernels (xmma_fprop_implicit_gemm), so they are
+#: told apart before cuBLAS's GEMMs (nvjet on Hopper, xmma_gemm, cutlass); Triton's templates before its other kernels
+CATEGORIES = [("layout", r"nchwtonhwc|nhwctonchw"), ("triton-template", r"^triton_(tem|conv)"),
               ("triton-fused", r"^triton_"), ("pool", r"pool"), ("concat", r"cat"),
-              ("gemm", r"gemm|cublas|cutlass"), ("conv", r"conv|xmma|implicit|cudnn|sm\d\d_")]
+              ("conv", r"fprop|implicit|conv|cudnn"), ("gemm", r"gemm|cublas|cutlass|nvjet"),
+              ("conv", r"xmma|sm\d\d_")]
 
 
 def category(name: str) -> str:

@@ -83,6 +83,7 @@ class PlanOptions(SearchOptions):
     channels_last: str = "auto"  # auto (time both layouts on CUDA, keep the faster), true (NHWC), false (NCHW)
     layout_screen: float = 0.1  # auto layout: vendor kernels decide where one layout is faster by this fraction
     layout_any_batch: bool = True  # auto layout: reuse the choice saved for another batch size of the workload
+    schedule_any_batch: int = 0  # reuse a schedule this search made for a batch size within this factor (0: its own)
     warmup: int = 2  # stage timing for the measured cost model: warmup replays,
     number: int = 5  # copies per captured graph (each after an L2 flush),
     repeat: int = 3  # and replays; the median of number x repeat samples
@@ -111,7 +112,7 @@ class PlanOptions(SearchOptions):
         if not 0 <= self.layout_screen < 10:
             raise OptionError(f"layout_screen={self.layout_screen}: a fraction from 0 (always time the layouts with "
                               "the kernel choice) to below 10")
-        at_least(self, 0, "opt_batch")
+        at_least(self, 0, "opt_batch", "schedule_any_batch")
 
     def digest(self, keys: tuple[str, ...], **more: Any) -> str:
         """A short hash of the named options (and ``more``): part of a saved file's name."""
@@ -391,7 +392,8 @@ class Planner:
         these settings saved before (unless ``research``; metric ``search_reused`` says which),
         or a new search. Raises :class:`ScheduleError` for a saved schedule that does not fit."""
         sched, metrics = self._find(target, work)
-        sched.batch, sched.device, sched.precision = work.batch, work.device_name, work.precision
+        made_for = int(metrics.pop("schedule_made_for_batch", work.batch))  # another batch's, with schedule_any_batch
+        sched.batch, sched.device, sched.precision = made_for, work.device_name, work.precision
         return sched, metrics
 
     def _find(self, target: TorchTarget, work: Workload) -> tuple[Schedule, dict[str, float]]:
@@ -401,16 +403,43 @@ class Planner:
         if o.schedule == "greedy":
             return greedy(graph, o.greedy_streams), {}
         path = self.schedule_path(work, target.channels_last)
-        if path is not None and path.is_file() and not o.research:
-            sched = Schedule.load(path)
+        saved = self._saved_schedule(work, path) if path is not None and not o.research else None
+        if saved is not None:
+            sched, made_for = saved
             sched.check(graph)
-            metrics = {"search_reused": 1.0}
+            metrics = {"search_reused": 1.0, "schedule_made_for_batch": float(made_for)}
             for k in ("predicted_ms", "insitu_ms"):
                 if k in sched.stats:
                     metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
             return sched, metrics
         sched, metrics = self.search(target, work)
         return sched, {**metrics, "search_reused": 0.0}
+
+    def _saved_schedule(self, work: Workload, path: Path) -> tuple[Schedule, int] | None:
+        """This search's schedule saved for ``work`` (its own file), else, with ``schedule_any_batch``, the one
+        searched for the nearest other batch size within that factor (a batch sweep searches once per factor:
+        specialization cost 0.1% at 4-32x on Inception v3, BENCHMARKS.md experiment 4), with the batch it was
+        searched for. A schedule reused at another batch and saved under this one keeps its origin's batch, so
+        reuse does not chain past the factor."""
+        if path.is_file():
+            sched = Schedule.load(path)
+            return sched, sched.batch
+        factor = self.options.schedule_any_batch
+        if not factor:
+            return None
+        stem = self._stem(work)
+        assert stem is not None
+        rest = path.name[len(stem.name):]
+        pattern = self._stem(work, "*").name + rest  # type: ignore[union-attr]
+        for p in sorted(path.parent.glob(pattern), key=lambda p: (abs(_batch_of(p) - work.batch), _batch_of(p))):
+            try:
+                sched = Schedule.load(p)
+            except ScheduleError:
+                continue  # a damaged file elsewhere does not stop this plan: it searches instead
+            made_for = sched.batch or _batch_of(p)
+            if max(made_for, work.batch) <= factor * min(made_for, work.batch):
+                return sched, made_for
+        return None
 
     def annotate(self, sched: Schedule, channels_last: bool, passes: list[str] | None = None) -> None:
         """Record in a schedule what it runs with (graph passes, layout, each conv's kernel), so

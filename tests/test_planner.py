@@ -10,7 +10,7 @@ from ios_core.interpreters.reference import reference_forward
 from ios_core.models import build_model
 from ios_core.planner import LAYOUT_KEYS, PlanError, Planner, PlanOptions, plan
 from ios_core.runtime import ScheduledModel, TorchTarget
-from ios_core.schedule import OptionError, SearchOptions
+from ios_core.schedule import OptionError, Schedule, SearchOptions
 from ios_core.workload import Workload
 
 from .helpers import SMALL
@@ -150,3 +150,22 @@ def test_a_plan_leaves_no_timing_garbage_behind():
         assert tensors() == left > 0 and plan.model is not None
     finally:
         gc.enable()
+
+
+def test_a_batch_sweep_reuses_the_schedule_searched_within_the_factor_and_never_chains(tmp_path):
+    """Issue 42: with schedule_any_batch=F a batch reuses the schedule searched for the nearest batch at most F
+    times away (its record names that batch); past F it searches, and a reused schedule saved under its new batch
+    keeps its origin, so batch 32 does not take batch 1's through batch 4's copy."""
+    graph = build_model("sample", **SMALL["sample"])
+    options = PlanOptions(schedule="ios-both", schedule_any_batch=8)
+    planned = {}
+    for batch in (1, 4, 32, 64):
+        plan = Planner(options, tmp_path).plan(Workload(graph, batch, "fp32", "cpu"), "cpu")
+        planned[batch] = (plan.source, plan.schedule.batch)
+    assert planned == {1: ("searched", 1), 4: ("saved", 1), 32: ("searched", 32), 64: ("saved", 32)}
+    saved = Schedule.load(Planner(options, tmp_path).schedule_path(Workload(graph, 4, "fp32", "cpu"), False))
+    assert saved.batch == 1  # batch 4's file holds batch 1's search
+    again = Planner(PlanOptions(schedule="ios-both"), tmp_path).plan(Workload(graph, 2, "fp32", "cpu"), "cpu")
+    assert again.source == "searched"  # the default: each batch its own search
+    with pytest.raises(OptionError, match="schedule_any_batch=-1 must be >= 0"):
+        PlanOptions(schedule_any_batch=-1).check()

@@ -75,8 +75,7 @@ class IosBackend(Backend[IosConfig]):
                         synchronize=plan.target.synchronize, cuda_stream=plan.target.stream,
                         device_name=work.device_name, display_name=self.label(), artifacts=artifacts, metrics=metrics,
                         # a saved schedule: its search cost was paid before
-                        notes=["schedule reused (backend.research=true searches again)"] if plan.source == "saved"
-                        else [],
+                        notes=[_reuse_note(sched.batch, batch, self.cfg.opt_batch)] if plan.source == "saved" else [],
                         params={"schedule_path": str(plan.path), "schedule_source": plan.source,
                                 "schedule_made_on": sched.device or work.device_name,
                                 "schedule_batch": sched.batch or (self.cfg.opt_batch or batch),
@@ -104,3 +103,11 @@ class IosBackend(Backend[IosConfig]):
                 artifacts["timeline.svg"] = svg
             metrics["profiled_stage_sum_ms"] = float(np.sum(per_stage))
         return artifacts
+
+
+def _reuse_note(made_for: int, batch: int, opt_batch: int) -> str:
+    """What a run that reused a saved schedule says about it."""
+    if made_for != batch:
+        why = "backend.opt_batch" if opt_batch else "backend.schedule_any_batch"
+        return f"schedule reused from batch {made_for} ({why}; backend.research=true searches again)"
+    return "schedule reused (backend.research=true searches again)"
