@@ -8,6 +8,7 @@
 #   tconv:M         Triton convolutions in the kernel choice (issue 42, item 4): M in one fresh store with
 #                   backend.triton_convs=false,true (one sweep, the schedule shared), the second again warm, then
 #                   bench/critical_path.py on both (what stands on the critical path, kernel by kernel)
+#   memory:M        bench/memory_probe.py: what a cold and a warm plan of M leave allocated on the GPU
 #   e.g. call (carry .whl):  OUT=dir bash bench/gpu_ready.sh gputests ready:inception_v3,nasnet batches:inception_v3
 # Everything comes back in $OUT/ready.tgz (logs, records) and $OUT/search_table.tsv (bench/search_table.py).
 # Python's bytecode cache: see bench/gpu_site.sh.
@@ -51,6 +52,9 @@ for part in "$@"; do
                  --out "$OUT/critical-$m${t:+-triton}.tsv" > "$LOGS/critical-$m${t:+-triton}.log" 2>&1
                echo "critical-$m${t:+-triton}: rc=$?" >> "$LOGS/times.txt"
              done ;;
+    memory:*) m=${part#memory:}  # what a cold and a warm plan leave allocated, by pool and by owner
+              timeout "${PROFILE_S:-150}" python3 bench/memory_probe.py --model "$m" > "$LOGS/memory-$m.log" 2>&1
+              echo "memory-$m: rc=$?" >> "$LOGS/times.txt" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done
