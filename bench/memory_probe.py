@@ -35,12 +35,13 @@ def pools() -> dict[str, float]:
     return dict(out)
 
 
-def owners(t: torch.Tensor, depth: int = 3) -> str:
-    """A short chain of what refers to ``t`` (types, and a dict's key where one names it)."""
-    chain, obj = [], t
+def owners(t: torch.Tensor, ignore: set[int], depth: int = 3) -> str:
+    """A short chain of what refers to ``t`` (types, and a dict's key where one names it); ``ignore``: the ids
+    of this probe's own lists."""
+    chain: list[str] = []
+    obj: object = t
     for _ in range(depth):
-        refs = [r for r in gc.get_referrers(obj) if r is not chain and not isinstance(r, type(gc.get_referrers))]
-        refs = [r for r in refs if type(r).__name__ not in ("frame", "list_iterator")]
+        refs = [r for r in gc.get_referrers(obj) if id(r) not in ignore and type(r).__name__ != "frame"]
         if not refs:
             break
         r = refs[0]
@@ -72,8 +73,10 @@ def report(label: str) -> None:
           f"{held / MB:.1f} MB")
     for name, mb in sorted(pools().items(), key=lambda kv: -kv[1])[:8]:
         print(f"   {name}: {mb:.1f} MB live")
-    for t in sorted(tensors, key=lambda t: -t.untyped_storage().nbytes())[:12]:
-        print(f"   {t.untyped_storage().nbytes() / MB:8.2f} MB {tuple(t.shape)} {t.dtype}  {owners(t)}")
+    largest = sorted(tensors, key=lambda t: -t.untyped_storage().nbytes())[:12]
+    ignore = {id(tensors), id(largest)}
+    for t in largest:
+        print(f"   {t.untyped_storage().nbytes() / MB:8.2f} MB {tuple(t.shape)} {t.dtype}  {owners(t, ignore)}")
 
 
 def main() -> None:
