@@ -32,7 +32,7 @@ from .runtime.insitu import PartTimer
 from .runtime.kernels import KERNEL_MODES, KernelTable
 from .runtime.layout import time_layouts
 from .runtime.target import LAYOUT_CHOICES, faster_layout, parse_channels_last
-from .runtime.timer import TimingConfig, kernel_timer
+from .runtime.timer import TimingConfig, kernel_timer, release_flush_buffers
 from .schedule import Schedule, ScheduleError, greedy, optimize, sequential
 from .schedule.options import OptionError, SearchOptions, at_least, choose
 from .workload import Workload, slug
@@ -516,9 +516,12 @@ class Planner:
 def _release() -> None:
     """Free what the timing left: its models, weights and buffers hold each other in cycles (closures over
     their owners), so they would wait for the garbage collector, and on CUDA count as the model's memory in
-    the timed loop that follows (IOS read 160-920 MB there on TIMM models where torch.compile held 11-30)."""
+    the timed loop that follows (IOS read 160-920 MB there on TIMM models where torch.compile held 11-30), and
+    the L2 flush buffer. (What the collector could not free, a cycle through the compiled search core, is broken
+    where it is made: :meth:`ios_core.schedule.native.NativePartSearch.solutions`.)"""
     import gc
 
+    release_flush_buffers()
     gc.collect()
     import torch
 

@@ -144,10 +144,13 @@ def test_a_plan_leaves_no_timing_garbage_behind():
         return sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
     gc.disable()
     try:
+        from ios_core.runtime import timer
+
+        timer._FLUSH[0] = torch.zeros(4)  # a flush buffer the timing made (on CUDA: 1.5x L2)
         plan = Planner(PlanOptions(part_size=6), None).plan(_work(), "cpu")
         left = tensors()
         gc.collect()
-        assert tensors() == left > 0 and plan.model is not None
+        assert tensors() == left > 0 and plan.model is not None and not timer._FLUSH
     finally:
         gc.enable()
 

@@ -46,6 +46,12 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
     return _FLUSH[idx]
 
 
+def release_flush_buffers() -> None:
+    """Drop the L2 flush buffers (75 MB on the H100): made again when timing next needs one; held past a plan
+    they counted as the model's memory in the timed loop."""
+    _FLUSH.clear()
+
+
 class TimingConfig:
     """How work is timed: copies per capture, replays, warmup replays, cold L2, and ``guard``:
     a context entered around each timing (a launcher's device lease: no other job times on the
