@@ -53,3 +53,12 @@ def test_a_value_left_missing_is_one_line():
     cfg.runner.seed = "???"
     with pytest.raises(ConfigError, match=r"^runner.seed has no value \(\?\?\?\)"):
         validate(cfg)
+
+
+def test_the_vendor_max_autotune_preset_composes_to_its_label():
+    from harness_plugins.pytorch.backend import PyTorchBackend
+
+    cfg = validate(compose(["device=cpu", "backend=pytorch_max_autotune_vendor"]))
+    assert (cfg.backend.compile_mode, cfg.backend.autotune_conv_backends, cfg.backend.autotune_gemm_backends) == (
+        "max-autotune", "ATEN", "ATEN")
+    assert PyTorchBackend.label_of(cfg.backend) == "TorchCompile-MA-Vendor"

@@ -40,6 +40,12 @@ def test_compile_options_are_checked_and_labelled():
     assert b.label() == "TorchCompile-MA-NoCG"
     with pytest.raises(ConfigError, match="max-autotune-no-cudagraphs"):
         PyTorchConfig(compile_mode="max-autotune-cudagraphs")
+    # max-autotune on cuDNN and cuBLAS alone is labelled apart (a fraction of the build time); one of the two is not
+    vendor = {"name": "pytorch", "mode": "compile", "compile_mode": "max-autotune", "autotune_conv_backends": "aten",
+              "autotune_gemm_backends": " ATEN "}
+    assert PyTorchBackend(vendor).label() == "TorchCompile-MA-Vendor"
+    assert PyTorchBackend({**vendor, "autotune_gemm_backends": "ATEN,TRITON"}).label() == "TorchCompile-MA"
+    assert PyTorchBackend({**vendor, "compile_mode": "reduce-overhead"}).label() == "TorchCompile-RO"
     with pytest.raises(ConfigError, match=r"^backend.compile_timeout_s=0.0 must be > 0"):
         PyTorchConfig(compile_timeout_s=0.0)
 

@@ -35,7 +35,9 @@ class PyTorchBackend(Backend[PyTorchConfig]):
 
     @classmethod
     def label_of(cls, cfg: PyTorchConfig) -> str:
-        return COMPILE_LABELS[cfg.compile_mode] if cfg.mode.value == "compile" else LABELS[cfg.mode.value]
+        if cfg.mode.value != "compile":
+            return LABELS[cfg.mode.value]
+        return COMPILE_LABELS[cfg.compile_mode] + ("-Vendor" if cfg.vendor_autotune() else "")
 
     def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
         mode = self.cfg.mode.value

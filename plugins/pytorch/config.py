@@ -45,6 +45,13 @@ class PyTorchConfig(BackendConfig):
     autotune_gemm_backends: str = ""
     compile_threads: int = 0  # Inductor's parallel compile workers; 0: the job's CPU share (all cores when alone)
 
+    def vendor_autotune(self) -> bool:
+        """A max-autotune mode that times only cuDNN and cuBLAS for convolutions and GEMMs (no Triton template
+        compiled): labelled apart, as it builds in a fraction of the time (BENCHMARKS.md, 2026-11-27)."""
+        only_aten = all([b.strip().upper() for b in v.split(",") if b.strip()] == ["ATEN"]
+                        for v in (self.autotune_conv_backends, self.autotune_gemm_backends))
+        return self.compile_mode.startswith("max-autotune") and only_aten
+
     def check(self) -> None:
         choose("backend.compile_mode", self.compile_mode, COMPILE_MODES)
         try:  # a str field, so that Hydra can hand it `auto`; `true` arrives as 'True'
