@@ -3,10 +3,11 @@
     python bench/critical_path.py --model inception_v3 --store /tmp/store [--triton-convs] [--out path.tsv]
 
 Plans the model as the ios backend does (IOS-Both, every default; with ``--store`` a schedule saved there by an
-earlier run is reused), replays the captured model under torch.profiler with an idle millisecond between
-inferences, and walks each inference's trace back from its last kernel (:mod:`ios_core.runtime.critical`). Prints
-the median inference's path: each kernel's time, the idle gap before it, its stream and kind; then the totals
-(span, kernel time, gaps) and the kernel time by kind. ``--out`` writes the path as a TSV."""
+earlier run is reused), replays the captured model under torch.profiler with 2 ms idle between inferences
+(the trace is split where every stream idles 1 ms), and walks each inference's trace back from its last kernel
+(:mod:`ios_core.runtime.critical`). Prints the median inference's path: each kernel's time, the idle gap before
+it, its stream and kind; then the totals (span, kernel time, gaps) and the kernel time by kind. ``--out``
+writes the path as a TSV."""
 
 from __future__ import annotations
 
@@ -67,6 +68,9 @@ def main() -> None:
     x = plan.load_input(np.random.default_rng(0).standard_normal((args.batch, *work.graph.input_shape))
                         .astype(np.float32))
     runs = trace_runs(plan.infer, x, args.calls)
+    if len(runs) != args.calls:
+        print(f"warning: the trace split into {len(runs)} inferences, not {args.calls}: the idle gap did not "
+              "separate them")
     paths = sorted((critical_path(r) for r in runs), key=lambda p: summary(p)["span_us"])
     path = paths[len(paths) // 2]
     s = summary(path)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Backends that really run on the GPU (issue 26), on one warm lent machine:
-#   TVM-cuDNN beside tvm and autotvm:
+#   TVM-cuDNN in each precision (and autotvm after it):
 #     call (carry .whl_tvm_a):          bash bench/gpu_tvm.sh stage
 #     call (carry .whl_tvm_b, .whl):    OUT=dir [MODELS="m1 m2"] [PRECISIONS="fp32 tf32 fp16"] bash bench/gpu_backends.sh tvm
 #     later calls, same machine:        the same without carrying .whl_tvm_b (TVM is installed; the library built)
@@ -22,6 +22,7 @@ run() { python3 -m harness batch=1 device=cuda tracking.results_dir="$RD" "$@" 2
 case "${1:-}" in
 tvm)  # installed once per warm machine; then each of $MODELS in each of $PRECISIONS
   if ! python3 -c "import tvm" 2>/dev/null; then
+    [ -d .whl_tvm_b ] || { echo "TVM is not installed on this machine: carry .whl_tvm_b (after the stage call)"; exit 1; }
     (cd /tmp/tvm_parts && cp "$OLDPWD"/.whl_tvm_b/* . && cat apache_tvm-*.whl.part0? > "$(cut -d' ' -f3 SHA256)" \
        && sha256sum -c SHA256) || exit 1
     python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE /tmp/tvm_parts/*.whl || exit 1

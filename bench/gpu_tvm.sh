@@ -5,6 +5,7 @@
 #   call 2 (carry .whl_tvm_b and .whl): OUT=dir bash bench/gpu_tvm.sh run
 #   or, to install only:                 bash bench/gpu_tvm.sh install
 #   later calls (same warm machine):    OUT=dir bash bench/gpu_tvm.sh tune TRIALS [MODEL [overrides...]]
+# autotvm's cost model needs xgboost: carry .whl_tvm_c with call 2 or with the first `tune` call.
 # The tuning database lives in results/tvm_tuning on that machine, so a later `tune` call
 # with more trials tunes only the difference and then measures.
 set -uo pipefail
@@ -19,7 +20,8 @@ run|install)
   (cd $PARTS && cat apache_tvm-*.whl.part0? > "$(cut -d' ' -f3 SHA256)" && sha256sum -c SHA256) || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE $PARTS/*.whl .whl/*.whl \
     $(ls .whl_tvm_c/*.whl 2>/dev/null) || exit 1 ;;  # xgboost for tune: carry .whl_tvm_c (bench/tvm_wheel.sh)
-tune) ;;
+tune) [ -d .whl_tvm_c ] && { python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE \
+        .whl_tvm_c/*.whl || exit 1; } ;;
 *) echo "usage: bench/gpu_tvm.sh stage|run|install|tune TRIALS [MODEL [overrides...]]"; exit 2 ;;
 esac
 export PYTHONPATH=$SITE

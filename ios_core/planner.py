@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -317,6 +318,7 @@ class Planner:
             metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
         target = TorchTarget(device, work.precision, channels_last)
         kernels = self.kernel_table(target)
+        kernels.triton_convs = False  # the search's tables (a planner may plan again): see below
         path = self.schedule_path(searched, channels_last)
         foreign = self.foreign_schedule(path, work.device_name) if given is None and path is not None else None
         with phase("schedule"):
@@ -332,7 +334,9 @@ class Planner:
                 metrics.update(found)
                 source = "baseline" if o.schedule in ("sequential", "greedy") else \
                     "saved" if found.get("search_reused") == 1.0 else "searched"
-        kernels.choices.update({k: v for k, v in sched.stats.get("kernels", {}).items() if k not in kernels.choices})
+        if source != "saved" or sched.batch == searched.batch:  # another batch's choices are for other shapes
+            kernels.choices.update({k: v for k, v in sched.stats.get("kernels", {}).items()
+                                    if k not in kernels.choices})
         if o.bounds:  # under the configured cost model, so comparable with predicted_ms
             with phase("bounds"):
                 metrics.update(self.bounds(target, work))
@@ -391,55 +395,66 @@ class Planner:
         """The schedule ``options.schedule`` asks for, made for ``work``: a baseline, the one
         these settings saved before (unless ``research``; metric ``search_reused`` says which),
         or a new search. Raises :class:`ScheduleError` for a saved schedule that does not fit."""
-        sched, metrics = self._find(target, work)
-        made_for = int(metrics.pop("schedule_made_for_batch", work.batch))  # another batch's, with schedule_any_batch
+        sched, metrics, made_for = self._find(target, work)
         sched.batch, sched.device, sched.precision = made_for, work.device_name, work.precision
         return sched, metrics
 
-    def _find(self, target: TorchTarget, work: Workload) -> tuple[Schedule, dict[str, float]]:
+    def _find(self, target: TorchTarget, work: Workload) -> tuple[Schedule, dict[str, float], int]:
+        """The schedule, its metrics and the batch size it was made for (another's with ``schedule_any_batch``)."""
         o, graph = self.options, work.graph
         if o.schedule == "sequential":
-            return sequential(graph), {}
+            return sequential(graph), {}, work.batch
         if o.schedule == "greedy":
-            return greedy(graph, o.greedy_streams), {}
+            return greedy(graph, o.greedy_streams), {}, work.batch
         path = self.schedule_path(work, target.channels_last)
         saved = self._saved_schedule(work, path) if path is not None and not o.research else None
         if saved is not None:
             sched, made_for = saved
-            sched.check(graph)
-            metrics = {"search_reused": 1.0, "schedule_made_for_batch": float(made_for)}
-            for k in ("predicted_ms", "insitu_ms"):
-                if k in sched.stats:
-                    metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
-            return sched, metrics
+            metrics = {"search_reused": 1.0}
+            if made_for == work.batch:  # another batch's predictions are not this batch's
+                for k in ("predicted_ms", "insitu_ms"):
+                    if k in sched.stats:
+                        metrics["predicted_insitu_ms" if k == "insitu_ms" else k] = float(sched.stats[k])
+            return sched, metrics, made_for
         sched, metrics = self.search(target, work)
-        return sched, {**metrics, "search_reused": 0.0}
+        return sched, {**metrics, "search_reused": 0.0}, work.batch
 
     def _saved_schedule(self, work: Workload, path: Path) -> tuple[Schedule, int] | None:
-        """This search's schedule saved for ``work`` (its own file), else, with ``schedule_any_batch``, the one
-        searched for the nearest other batch size within that factor (a batch sweep searches once per factor:
-        specialization cost 0.1% at 4-32x on Inception v3, BENCHMARKS.md experiment 4), with the batch it was
-        searched for. A schedule reused at another batch and saved under this one keeps its origin's batch, so
-        reuse does not chain past the factor."""
+        """This search's schedule saved for ``work`` with the batch size it was searched for: its own file, else,
+        with ``schedule_any_batch``, the one searched for the batch nearest by ratio within that factor (a batch
+        sweep searches once per factor: specialization cost 0.1% at 4-32x on Inception v3, BENCHMARKS.md
+        experiment 4). A schedule reused at another batch and saved under this one keeps its origin's batch, so
+        it is reused again only within the factor of its origin. Another batch's file that is damaged or made
+        for another graph is passed over (this one's raises :class:`ScheduleError`)."""
         if path.is_file():
             sched = Schedule.load(path)
-            return sched, sched.batch
-        factor = self.options.schedule_any_batch
-        if not factor:
+            sched.check(work.graph)
+            if self._within(sched.batch, work.batch):
+                return sched, sched.batch
+        if not self.options.schedule_any_batch:
             return None
-        stem = self._stem(work)
-        assert stem is not None
-        rest = path.name[len(stem.name):]
-        pattern = self._stem(work, "*").name + rest  # type: ignore[union-attr]
-        for p in sorted(path.parent.glob(pattern), key=lambda p: (abs(_batch_of(p) - work.batch), _batch_of(p))):
+        stem, every = self._stem(work), self._stem(work, "*")
+        assert stem is not None and every is not None
+        found: list[tuple[float, int, Schedule]] = []
+        for p in path.parent.glob(every.name + path.name[len(stem.name):]):
+            if p == path:
+                continue
             try:
                 sched = Schedule.load(p)
+                sched.check(work.graph)
             except ScheduleError:
-                continue  # a damaged file elsewhere does not stop this plan: it searches instead
-            made_for = sched.batch or _batch_of(p)
-            if max(made_for, work.batch) <= factor * min(made_for, work.batch):
-                return sched, made_for
-        return None
+                continue  # damaged, or for another graph: this plan searches instead
+            if self._within(sched.batch, work.batch):
+                found.append((abs(math.log(sched.batch / work.batch)), sched.batch, sched))
+        if not found:
+            return None
+        _, made_for, sched = min(found, key=lambda f: (f[0], f[1]))  # the nearest; a tie to the smaller batch
+        return sched, made_for
+
+    def _within(self, made_for: int, batch: int) -> bool:
+        """A schedule searched for batch ``made_for`` may run at ``batch``: its own, or within the factor."""
+        factor = self.options.schedule_any_batch
+        return made_for == batch or (factor > 0 and max(made_for, batch) <= factor * min(made_for, batch))
 
     def annotate(self, sched: Schedule, channels_last: bool, passes: list[str] | None = None) -> None:
         """Record in a schedule what it runs with (graph passes, layout, each conv's kernel), so

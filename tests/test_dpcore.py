@@ -151,6 +151,7 @@ def test_progress_line_names_the_core_and_counts_work(monkeypatch):
     assert "] 100%" in text
 
 
+@needs_core
 def test_a_compiled_search_lets_its_cost_model_go():
     """The compiled core holds the part search's callbacks (bound methods of the search, which holds the core): a
     cycle through C++ that the garbage collector cannot see. Unbroken it kept every cost model alive for the

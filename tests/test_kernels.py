@@ -191,54 +191,71 @@ def _template_table(monkeypatch, timer, make, **kw):
     monkeypatch.setattr(ops, "triton_conv", make)
     table = KernelTable("auto", timer, triton_convs=True, **kw)
     torch.manual_seed(0)
-    w, b = torch.randn(6, 8, 1, 1), torch.randn(6)
+    w, b = torch.randn(6, 8, 3, 3), torch.randn(6)
     return table, ops.RuntimeOps({"x": 8, "c": 6}, {"c": (w, b)}, fuse=False, kernels=table), w, b
 
 
-def test_a_generated_conv_is_timed_against_the_vendor_choice_and_kept_where_faster(monkeypatch):
-    """Issue 42, item 4: with triton_convs each conv's vendor kernel (cuDNN, or cuBLAS for a 1x1) is timed against
-    Inductor's template conv; the winner runs, is counted and is remembered under its own key."""
+_3X3 = _conv(kernel=(3, 3), padding=(1, 1))
+
+
+def test_a_generated_conv_is_timed_against_cudnn_and_kept_where_faster(monkeypatch):
+    """Issue 42, item 4: with triton_convs a convolution is timed as cuDNN against Inductor's template conv; the
+    winner runs, is counted and is remembered under its own key; without the flag the table does as before."""
     made, asked = [], []
 
     def make(node):
         made.append(node.name)
-        return lambda x, w, b: F.conv2d(x, w, b)
+        return lambda x, w, b: F.conv2d(x, w, b, padding=node.padding)
 
     def timer(calls):
         asked.append([c() is not None for c in calls])  # each candidate runs, as the real timer's warm-up does
-        return [2.0, 1.0] if len(asked) == 1 else [1.0, 0.5]  # cudnn vs gemm, then gemm vs triton
+        return [1.0, 0.5]  # cudnn, triton
     kept = CostCache(None, value=str)
     table, ops, w, b = _template_table(monkeypatch, timer, make, remembered=kept, context="v")
     x = torch.randn(1, 8, 4, 4).to(memory_format=torch.channels_last)
-    y = ops.visit_conv(_conv(), x)
-    torch.testing.assert_close(y, F.conv2d(x, w, b))
-    assert asked == [[True, True], [True, True]] and made == ["c"]  # compiled once, on its first call
-    key = KernelTable.template_key(_conv(), x)
-    assert table.choices[key] == "triton" and table.timings[key] == {"gemm": 1.0, "triton": 0.5}
-    assert table.vendor_impl(_conv(), x) == "gemm" and kept.get(f"v|{key}") == "triton"
+    torch.testing.assert_close(ops.visit_conv(_3X3, x), F.conv2d(x, w, b, padding=1))
+    assert asked == [[True, True]] and made == ["c"]  # compiled once, on its first call
+    key = KernelTable.template_key(_3X3, x)
+    assert table.choices == {key: "triton"} and table.timings[key] == {"cudnn": 1.0, "triton": 0.5}
+    assert kept.get(f"v|{key}") == "triton"
     counts = table.counts()
-    assert counts["kernel_conv_triton"] == 1.0 and counts["kernel_gemm"] == 1.0 and counts["kernel_ops_timed"] == 2.0
-    table.triton_convs = False  # the search's tables: the vendor's choice alone, the template's choice not counted
-    assert table.impl(_conv(), x, lambda i: None) == "gemm" and table.counts()["kernel_conv_triton"] == 0.0
+    assert counts["kernel_conv_triton"] == 1.0 and counts["kernel_cudnn"] == 0.0 and counts["kernel_ops_timed"] == 1.0
+    table.triton_convs = False  # the search's tables: cuDNN, the template's choice not counted
+    assert table.impl(_3X3, x, lambda i: None) == "cudnn" and table.counts()["kernel_conv_triton"] == 0.0
 
 
-def test_a_generated_conv_that_fails_to_compile_falls_back_to_the_vendor_kernel_for_good(monkeypatch):
+def test_only_convolutions_that_are_not_pointwise_on_cuda_get_the_template(monkeypatch):
+    from ios_core.runtime.kernels import template_ok
+
+    nhwc = torch.randn(1, 8, 4, 4).to(memory_format=torch.channels_last)
+    assert not template_ok(_3X3, nhwc)  # on the CPU
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))  # as if on CUDA
+    assert template_ok(_3X3, nhwc) and template_ok(_conv(stride=(2, 2)), nhwc)
+    assert not template_ok(_conv(), nhwc) and not template_ok(_conv(), torch.randn(1, 8, 4, 4))  # 1x1: cuBLAS's
+    assert not template_ok(_3X3, nhwc[:, :, :, ::2])  # a strided slice: one compile per slice
+
+
+def test_a_generated_conv_that_fails_to_compile_falls_back_to_cudnn_and_is_not_compiled_again(monkeypatch):
+    tries = []
+
     def make(node):
         def broken(x, w, b):
+            tries.append(1)  # Dynamo compiles on the first call: here it fails
             raise RuntimeError("NoValidChoicesError: no template fits")
         return broken
+
     def timer(calls):
-        for c in calls:
-            c()
-        return [1.0, 0.1]  # the second candidate looks faster each time: what a failed compile timed was a fallback
+        for _ in range(3):  # the warm-up call, then the captured copies
+            for c in calls:
+                c()
+        return [1.0, 0.1]  # what the failed candidate timed was the fallback
     kept = CostCache(None, value=str)
     table, ops, w, b = _template_table(monkeypatch, timer, make, remembered=kept, context="v")
     x = torch.randn(1, 8, 4, 4).to(memory_format=torch.channels_last)
-    torch.testing.assert_close(ops.visit_conv(_conv(), x), F.conv2d(x, w, b))  # the fallback's output
-    key = KernelTable.template_key(_conv(), x)
-    vendor = table.vendor_impl(_conv(), x)
-    assert vendor == "gemm" and table.choices[key] == vendor and kept.get(f"v|{key}") == vendor
-    assert "NoValidChoices" in table.failed[key]
+    torch.testing.assert_close(ops.visit_conv(_3X3, x), F.conv2d(x, w, b, padding=1))  # the fallback's output
+    key = KernelTable.template_key(_3X3, x)
+    assert table.choices[key] == "cudnn" and kept.get(f"v|{key}") == "cudnn"
+    assert "NoValidChoices" in table.failed[key] and len(tries) == 1 and key not in table.compiled
     assert table.counts()["kernel_conv_triton"] == 0.0
 
 

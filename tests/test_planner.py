@@ -156,19 +156,38 @@ def test_a_plan_leaves_no_timing_garbage_behind():
 
 
 def test_a_batch_sweep_reuses_the_schedule_searched_within_the_factor_and_never_chains(tmp_path):
-    """Issue 42: with schedule_any_batch=F a batch reuses the schedule searched for the nearest batch at most F
-    times away (its record names that batch); past F it searches, and a reused schedule saved under its new batch
-    keeps its origin, so batch 32 does not take batch 1's through batch 4's copy."""
+    """Issue 42: with schedule_any_batch=F a batch reuses the schedule searched for the nearest batch (by ratio)
+    at most F times away, its record naming that batch; past F it searches. A reused schedule saved under its new
+    batch keeps its origin: batch 32 does not take batch 1's through batch 4's copy, batch 8 takes batch 32's
+    search (4x, through batch 16's file) rather than batch 1's (8x, through batch 4's file, nearer by name), and
+    without the option a copy is not reused."""
     graph = build_model("sample", **SMALL["sample"])
     options = PlanOptions(schedule="ios-both", schedule_any_batch=8)
-    planned = {}
-    for batch in (1, 4, 32, 64):
-        plan = Planner(options, tmp_path).plan(Workload(graph, batch, "fp32", "cpu"), "cpu")
-        planned[batch] = (plan.source, plan.schedule.batch)
-    assert planned == {1: ("searched", 1), 4: ("saved", 1), 32: ("searched", 32), 64: ("saved", 32)}
+
+    def planned(batch, opts=options):
+        plan = Planner(opts, tmp_path).plan(Workload(graph, batch, "fp32", "cpu"), "cpu")
+        return plan.source, plan.schedule.batch, "predicted_ms" in plan.metrics
+
+    assert [planned(b) for b in (1, 4, 32, 64, 16, 8)] == [
+        ("searched", 1, True), ("saved", 1, False), ("searched", 32, True), ("saved", 32, False),
+        ("saved", 32, False), ("saved", 32, False)]
     saved = Schedule.load(Planner(options, tmp_path).schedule_path(Workload(graph, 4, "fp32", "cpu"), False))
     assert saved.batch == 1  # batch 4's file holds batch 1's search
-    again = Planner(PlanOptions(schedule="ios-both"), tmp_path).plan(Workload(graph, 2, "fp32", "cpu"), "cpu")
-    assert again.source == "searched"  # the default: each batch its own search
+    own = PlanOptions(schedule="ios-both")
+    assert planned(4, own)[:2] == ("searched", 4)  # the default: a copy from another batch is not this batch's own
+    assert planned(2, own)[:2] == ("searched", 2)
     with pytest.raises(OptionError, match="schedule_any_batch=-1 must be >= 0"):
         PlanOptions(schedule_any_batch=-1).check()
+
+
+def test_another_batchs_schedule_that_does_not_fit_is_passed_over(tmp_path):
+    graph = build_model("sample", **SMALL["sample"])
+    options = PlanOptions(schedule="ios-both", schedule_any_batch=8)
+    planner = Planner(options, tmp_path)
+    first = planner.plan(Workload(graph, 1, "fp32", "cpu"), "cpu")
+    other = build_model("squeezenet", image_size=32)
+    stranger = first.schedule.to_dict()
+    stranger["graph_hash"] = other.hash()  # a schedule made for another graph, in this one's place
+    first.path.write_text(json.dumps(stranger))
+    plan = Planner(options, tmp_path).plan(Workload(graph, 2, "fp32", "cpu"), "cpu")
+    assert plan.source == "searched" and plan.schedule.batch == 2

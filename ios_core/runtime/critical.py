@@ -2,8 +2,10 @@
 
 A captured multi-stream model runs kernels concurrently, so neither their sum nor the largest of them says what
 bounds the latency. Walking back from the kernel that ends last, each step takes the kernel that ended last
-before this one started (on any stream: its own stream's previous kernel, or the cross-stream producer it waited
-for); the gap between the two is what the GPU spent on neither (launch, dependency resolution, an idle stream).
+before this one started, on any stream. The trace holds no dependencies, so this is a heuristic: that kernel is
+usually its own stream's previous one or the cross-stream producer it waited for, but may be an unrelated
+concurrent one that happened to end later. The gap between the two is time the path spent in neither (launch,
+dependency resolution, an idle stream).
 This reads a trace as Kineto writes it (``torch.profiler``'s Chrome trace: ``cat`` ``kernel``, ``ts``/``dur`` in
 microseconds, ``args.stream``), so it needs no GPU to test.
 """

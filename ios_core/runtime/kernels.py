@@ -41,6 +41,7 @@ from ..ir.ops import OPS
 KERNEL_MODES = ("auto", "cudnn", "gemm")
 IMPLS = ("cudnn", "gemm")
 POOL_IMPLS = ("aten", "triton")
+CONV_TEMPLATE = ("cudnn", "triton")  # a convolution's candidates with ``triton_convs``
 #: Inductor's options for a generated convolution: Triton templates only (cuDNN and cuBLAS are the other
 #: candidates already), max-autotune's config search, no CUDA graph of its own (the runtime captures the model)
 TEMPLATE_OPTIONS: dict[str, str | bool] = {"max_autotune": True, "max_autotune_conv_backends": "TRITON",
@@ -104,10 +105,12 @@ def _configure_inductor() -> None:
 
 
 def template_ok(node: Conv, x: torch.Tensor) -> bool:
-    """Inductor's convolution template can run ``node`` on ``x`` (undilated, on a dense CUDA tensor) and
-    it is a convolution: a 1x1 that is one matrix product has cuBLAS as its candidate already (Inductor would
-    autotune some twenty Triton GEMM configs for it: seconds per shape)."""
-    return x.is_cuda and node.dilation == (1, 1) and dense(x) and not gemm_ok(node, x)
+    """Inductor's convolution template can run ``node`` on ``x`` (undilated, on a dense CUDA tensor) and it
+    is not a pointwise (1x1, stride 1, unpadded) convolution: Inductor would lower that to a matrix product
+    (cuBLAS among its "Triton" choices, and some twenty GEMM configs autotuned), and cuBLAS is a candidate
+    of the vendor's choice already."""
+    pointwise = node.kernel == (1, 1) and node.stride == (1, 1) and node.padding == (0, 0)
+    return x.is_cuda and node.dilation == (1, 1) and not pointwise and dense(x)
 
 
 def triton_conv(node: Conv) -> Callable[..., torch.Tensor]:
@@ -195,23 +198,11 @@ class KernelTable:
         self.compiles, self.compile_s = 0, 0.0  # Triton programs compiled (first calls) and the seconds they took
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
-        """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one: the
-        vendor's (cuDNN, or cuBLAS for a 1x1), then, with ``triton_convs``, that against Triton's."""
-        vendor = self._vendor(node, x, run)
-        if not self.triton_convs or self.mode != "auto" or not template_ok(node, x):
-            return vendor
-        return self._choose(self.template_key(node, x), (vendor, "triton"), x, run)
-
-    def vendor_impl(self, node: Conv, x: torch.Tensor) -> str:
-        """The vendor kernel already chosen for ``node`` on ``x`` (what a failed Triton conv falls back on)."""
-        return self.choices.get(sig_text(signature(node, x)), "cudnn") if gemm_ok(node, x) else "cudnn"
-
-    @staticmethod
-    def template_key(node: Conv, x: torch.Tensor) -> str:
-        """The key of the choice between the vendor's kernel and Triton's for ``node`` on ``x``."""
-        return sig_text(("triton_conv", *signature(node, x)))
-
-    def _vendor(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
+        """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one: cuDNN or, for
+        a 1x1 that is one matrix product, cuBLAS; with ``triton_convs`` a convolution that is not one is timed
+        as cuDNN against Triton's template."""
+        if self.triton_convs and self.mode == "auto" and template_ok(node, x):
+            return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
         if self.mode == "cudnn" or not gemm_ok(node, x):
             return "cudnn"
         key = sig_text(signature(node, x))
@@ -219,6 +210,11 @@ class KernelTable:
             self.choices[key] = "gemm"  # counted, and recorded in the schedule file like a timed choice
             return "gemm"
         return self._choose(key, IMPLS, x, run)
+
+    @staticmethod
+    def template_key(node: Conv, x: torch.Tensor) -> str:
+        """The key of the choice between cuDNN and Triton's template for ``node`` on ``x``."""
+        return sig_text(("triton_conv", *signature(node, x)))
 
     def pool_impl(self, node: Pool, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """ATen or Triton for a max or average pool on CUDA (auto mode); ATen elsewhere."""
@@ -230,7 +226,10 @@ class KernelTable:
                      fallback: Callable[[], torch.Tensor], vendor: str = "aten") -> torch.Tensor:
         """The Triton kernel chosen for ``key`` (compiled by ``make`` on first use) on ``args``; where it
         fails (a Dynamo or Inductor limit), ``fallback`` now and ``vendor``'s kernel from then on, the
-        reason kept."""
+        reason kept: a timer that calls the candidate again (its capture) runs the fallback, compiling
+        nothing (Dynamo would retry the failed compile on every call)."""
+        if key in self.failed and key not in self.compiled:
+            return fallback()
         try:
             if key in self.compiled:
                 return self.compiled[key](*args)
@@ -241,6 +240,7 @@ class KernelTable:
             self.compile_s += time.perf_counter() - t0
             return out
         except Exception as exc:  # noqa: BLE001 - the reason goes to the record (kernel_choice.json)
+            self.compiled.pop(key, None)  # torch.compile is lazy: the maker succeeded, its first call failed
             self.choices[key] = vendor
             self._remember(key, vendor)  # later runs do not pay for the failing compile again
             self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"

@@ -56,9 +56,8 @@ class RuntimeOps(TorchOps):
         w, b = self.params[node.name]
         assert w is not None, f"node {node.name}: has no weights"
         if impl == "triton" and self.kernels is not None:
-            vendor = self.kernels.vendor_impl(node, x)
             return self.kernels.run_compiled(self.kernels.template_key(node, x), lambda: triton_conv(node),
-                                             (x, w, b), lambda: self.conv(vendor, node, x), vendor=vendor)
+                                             (x, w, b), lambda: self.conv("cudnn", node, x), vendor="cudnn")
         if impl == "gemm":
             y = conv_gemm(x, w, b)
             return torch_activation(y, node.act)

@@ -108,6 +108,6 @@ class IosBackend(Backend[IosConfig]):
 def _reuse_note(made_for: int, batch: int, opt_batch: int) -> str:
     """What a run that reused a saved schedule says about it."""
     if made_for != batch:
-        why = "backend.opt_batch" if opt_batch else "backend.schedule_any_batch"
+        why = "backend.opt_batch" if opt_batch and made_for == opt_batch else "backend.schedule_any_batch"
         return f"schedule reused from batch {made_for} ({why}; backend.research=true searches again)"
     return "schedule reused (backend.research=true searches again)"
