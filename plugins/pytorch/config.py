@@ -22,6 +22,11 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 AUTOTUNE_CONV = ("ATEN", "TRITON")
 AUTOTUNE_GEMM = ("ATEN", "TRITON", "CPP", "CUTLASS", "CUTEDSL", "NVGEMM", "CK", "CKTILE")
 
+def backend_names(value: str) -> list[str]:
+    """An autotuning option's comma-separated backends as Inductor spells them (``" aten,triton"``: ATEN, TRITON)."""
+    return [b.strip().upper() for b in value.split(",") if b.strip()]
+
+
 LABELS = {"eager": "PyTorch", "cudagraph": "PyTorch-CUDAGraph"}
 COMPILE_LABELS = {"default": "TorchCompile", "reduce-overhead": "TorchCompile-RO", "max-autotune": "TorchCompile-MA",
                   "max-autotune-no-cudagraphs": "TorchCompile-MA-NoCG"}
@@ -48,9 +53,8 @@ class PyTorchConfig(BackendConfig):
     def vendor_autotune(self) -> bool:
         """A max-autotune mode that times only cuDNN and cuBLAS for convolutions and GEMMs (no Triton template
         compiled): labelled apart, as it builds in a fraction of the time (BENCHMARKS.md, 2026-11-27)."""
-        only_aten = all([b.strip().upper() for b in v.split(",") if b.strip()] == ["ATEN"]
-                        for v in (self.autotune_conv_backends, self.autotune_gemm_backends))
-        return self.compile_mode.startswith("max-autotune") and only_aten
+        chosen = (self.autotune_conv_backends, self.autotune_gemm_backends)
+        return self.compile_mode.startswith("max-autotune") and all(backend_names(v) == ["ATEN"] for v in chosen)
 
     def check(self) -> None:
         choose("backend.compile_mode", self.compile_mode, COMPILE_MODES)
@@ -62,7 +66,7 @@ class PyTorchConfig(BackendConfig):
         if not self.compile_timeout_s > 0:
             raise ConfigError(f"backend.compile_timeout_s={self.compile_timeout_s} must be > 0")
         for key, known in (("autotune_conv_backends", AUTOTUNE_CONV), ("autotune_gemm_backends", AUTOTUNE_GEMM)):
-            given = [b.strip().upper() for b in getattr(self, key).split(",") if b.strip()]
+            given = backend_names(getattr(self, key))
             unknown = [b for b in given if b not in known]
             if unknown:
                 raise ConfigError(f"backend.{key}={getattr(self, key)!r}: {', '.join(unknown)} unknown; give a "

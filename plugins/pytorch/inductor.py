@@ -22,7 +22,7 @@ from unittest import mock
 from harness.backend import inductor_cache
 from harness.machine.leases import cpu_threads
 
-from .config import PyTorchConfig
+from .config import PyTorchConfig, backend_names
 
 #: Inductor's counters the record keeps (``torch._dynamo.utils.counters["inductor"]``): the FX-graph cache, the
 #: operators max-autotune chose a kernel for by timing, the template kernels it compiled, graphs not CUDA-graphed
@@ -85,7 +85,7 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[CompileFacts]:
     for key, option in (("max_autotune_conv_backends", cfg.autotune_conv_backends),
                         ("max_autotune_gemm_backends", cfg.autotune_gemm_backends)):
         if option:
-            patch[key] = ",".join(b.strip().upper() for b in option.split(",") if b.strip())
+            patch[key] = ",".join(backend_names(option))
     before = {k: counters["inductor"][k] for k in COUNTERS}
     timers: dict[str, list[float]] = getattr(dynamo_utils, "compilation_time_metrics", {})
     marks = {key: len(times) for key, times in timers.items()}
