@@ -11,9 +11,13 @@
 #   memory:M        bench/memory_probe.py: what a cold and a warm plan of M leave allocated on the GPU
 #   e.g. call (carry .whl):  OUT=dir bash bench/gpu_ready.sh gputests ready:inception_v3,nasnet batches:inception_v3
 # Everything comes back in $OUT/ready.tgz (logs, records) and $OUT/search_table.tsv (bench/search_table.py).
-# Python's bytecode cache: see bench/gpu_site.sh.
+# Python's bytecode cache: see bench/gpu_site.sh. For lanes side by side (bench/gpu_lanes.sh): LANE names this
+# lane's logs and stores apart; ARGS go to every sweep, WARM_ARGS to the warm ones (e.g. runner.processes=3).
 set -uo pipefail
-OUT=${OUT:-results/ready} LOGS=/tmp/ready_logs
+LANE=${LANE:-}
+OUT=${OUT:-results/ready} LOGS=/tmp/ready_logs$LANE
+read -ra ARGS <<< "${ARGS:-}"
+read -ra WARM_ARGS <<< "${WARM_ARGS:-}"
 mkdir -p "$OUT"
 source bench/gpu_site.sh $LOGS
 env | grep -i "^python" >> "$LOGS/versions.txt"
@@ -22,7 +26,7 @@ sweep() {  # sweep NAME STORE OVERRIDES...
   local name=$1 rd=$2; shift 2
   local t0=$SECONDS
   timeout "${SWEEP_S:-400}" python3 -m harness -m device=cuda tracking=off tracking.results_dir="$rd" precision=fp16 \
-    backend=ios runner.max_time_s=2 runner.min_time_s=1 "$@" > "$LOGS/$name.log" 2>&1
+    backend=ios runner.max_time_s=2 runner.min_time_s=1 "${ARGS[@]}" "$@" > "$LOGS/$name.log" 2>&1
   echo "$name: $((SECONDS - t0)) s, rc=$?" >> "$LOGS/times.txt"
   stores+=("$rd")
 }
@@ -32,9 +36,10 @@ for part in "$@"; do
               echo "gputests: rc=$?" >> "$LOGS/times.txt" ;;
     ready:*) IFS=, read -ra models <<< "${part#ready:}"
              for m in "${models[@]}"; do
-               rm -rf "/tmp/ready_$m"  # cold: nothing saved, no kernel choice kept (a machine still warm keeps /tmp)
-               sweep "ready-$m-cold" "/tmp/ready_$m" model="$m" batch=1
-               sweep "ready-$m-warm" "/tmp/ready_$m" model="$m" batch=1 sweep.rerun=true
+               rd=/tmp/ready${LANE}_$m
+               rm -rf "$rd"  # cold: nothing saved, no kernel choice kept (a machine still warm keeps /tmp)
+               sweep "ready-$m-cold" "$rd" model="$m" batch=1
+               sweep "ready-$m-warm" "$rd" model="$m" batch=1 sweep.rerun=true "${WARM_ARGS[@]}"
              done ;;
     batches:*) m=${part#batches:}
                rm -rf "/tmp/batches_$m"
@@ -59,5 +64,6 @@ for part in "$@"; do
   esac
 done
 for rd in $(printf '%s\n' "${stores[@]}" | sort -u); do echo "== $rd"; python3 bench/search_table.py "$rd"; done > "$OUT/search_table.tsv" 2>&1
-tar czf "$OUT/ready.tgz" -C /tmp ready_logs $(cd /tmp && ls -d ready_*/records batches_*/records batchesreuse_*/records tconv_*/records 2>/dev/null)
+tar czf "$OUT/ready.tgz" -C /tmp "ready_logs$LANE" $(cd /tmp && ls -d "ready${LANE}"_*/records batches_*/records \
+  batchesreuse_*/records tconv_*/records 2>/dev/null)
 exit 0

@@ -30,9 +30,9 @@ from .ir import Graph
 from .passes import PASSES, apply_passes
 from .runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
 from .runtime.insitu import PartTimer
-from .runtime.kernels import KERNEL_MODES, KernelTable
+from .runtime.kernels import CANDIDATES_VERSION, KERNEL_MODES, KernelTable
 from .runtime.layout import time_layouts
-from .runtime.target import LAYOUT_CHOICES, faster_layout, parse_channels_last
+from .runtime.target import CUDNN_SEARCHES, LAYOUT_CHOICES, faster_layout, parse_channels_last, use_cudnn_search
 from .runtime.timer import TimingConfig, kernel_timer, release_flush_buffers
 from .schedule import Schedule, ScheduleError, greedy, optimize, sequential
 from .schedule.options import OptionError, SearchOptions, at_least, choose
@@ -47,7 +47,7 @@ SCHEDULE_KEYS = ("r", "s", "part_size", "ending", "cost_model", "keep", "select"
 #: the options a saved layout choice's file name hashes
 LAYOUT_KEYS = ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes", "layout_screen")
 #: the stage-cost cache's version: bump it when what a cached stage time means changes
-COST_CACHE_VERSION = "v3"
+COST_CACHE_VERSION = "v4"  # v4: the Triton pools are ios_core.runtime.triton_pool's
 
 Guard = Callable[[], contextlib.AbstractContextManager[Any]] | None
 
@@ -81,6 +81,9 @@ class PlanOptions(SearchOptions):
     passes: list[str] = field(default_factory=lambda: list(DEFAULT_PASSES))  # graph rewrites (ios_core.passes)
     kernels: str = "auto"  # per conv: auto (time cuDNN and GEMM, keep the faster), cudnn, gemm
     triton_convs: bool = False  # auto kernels: the final model's convs also timed against Inductor's Triton template
+    #: cuDNN's execution plan per convolution shape: ``benchmark`` (each new shape's candidate plans timed, torch's
+    #: cudnn.benchmark) or ``heuristic`` (the first plan cuDNN's heuristics rank, nothing timed)
+    cudnn_search: str = "benchmark"
     channels_last: str = "auto"  # auto (time both layouts on CUDA, keep the faster), true (NHWC), false (NCHW)
     layout_screen: float = 0.1  # auto layout: vendor kernels decide where one layout is faster by this fraction
     layout_any_batch: bool = True  # auto layout: reuse the choice saved for another batch size of the workload
@@ -94,12 +97,18 @@ class PlanOptions(SearchOptions):
     opt_batch: int = 0  # search (or reuse) the schedule for this batch size and run it at the workload's; 0: the same
     bounds: bool = False  # critical-path and sum-of-ops bounds under the cost model, as metrics
 
+    def variant(self) -> dict[str, str]:
+        """Options that change every timing but were added after files were saved: named (in file names and
+        cache keys) only where not at their default, so the files saved before them are still found."""
+        return {"cudnn_search": self.cudnn_search} if self.cudnn_search != "benchmark" else {}
+
     def check(self) -> None:
         SearchOptions.check(self)
         choose("cost_model", self.cost_model, COST_MODELS)
         choose("runtime", self.runtime, RUNTIMES)
         choose("streams", self.streams, ("chains", "stage-order"))
         choose("kernels", self.kernels, KERNEL_MODES)
+        choose("cudnn_search", self.cudnn_search, CUDNN_SEARCHES)
         if self.triton_convs and self.kernels != "auto":
             raise OptionError(f"triton_convs=true needs kernels=auto (the Triton conv is timed against the vendor's "
                               f"kernel), not kernels={self.kernels}")
@@ -116,8 +125,9 @@ class PlanOptions(SearchOptions):
         at_least(self, 0, "opt_batch", "schedule_any_batch")
 
     def digest(self, keys: tuple[str, ...], **more: Any) -> str:
-        """A short hash of the named options (and ``more``): part of a saved file's name."""
-        settings = json.dumps({**{k: getattr(self, k) for k in keys}, **more}, sort_keys=True, default=str)
+        """A short hash of the named options (and ``more``, and :meth:`variant`): part of a saved file's name."""
+        settings = json.dumps({**{k: getattr(self, k) for k in keys}, **more, **self.variant()}, sort_keys=True,
+                              default=str)
         return hashlib.sha1(settings.encode()).hexdigest()[:10]
 
 
@@ -200,7 +210,9 @@ class Planner:
             if cuda and self.store is not None:
                 self._remembered = CostCache(self.store / "cache" /
                                              f"kernel_choices-{slug(target.device_name())}.json", value=str)
-                context = f"{library_versions()} fuse {self.options.fuse}"  # fuse: cuDNN's conv+bias+ReLU
+                # fuse: cuDNN's conv+bias+ReLU; cuDNN's plans searched or its heuristic's first
+                context = " ".join([library_versions(), f"fuse {self.options.fuse} candidates {CANDIDATES_VERSION}",
+                                    *self.options.variant().values()])
             self._kernels = KernelTable(self.options.kernels, timer, remembered=self._remembered, context=context)
         return self._kernels
 
@@ -222,7 +234,7 @@ class Planner:
 
         context = (COST_CACHE_VERSION, work.device_name, torch.__version__, torch.backends.cudnn.version(),
                    work.batch, work.precision, o.runtime, target.channels_last, o.fuse, o.number, o.repeat, o.cold,
-                   o.kernels, *sorted(o.passes))
+                   o.kernels, *sorted(o.passes), *o.variant().values())
         path = self.store / "cache" / f"stage_costs-{slug(work.device_name)}.json" if self.store else None
         measured = MeasuredCostModel(timer, CostCache(path), context)
         calibrated = CalibratedCostModel(measured, analytic)
@@ -300,6 +312,7 @@ class Planner:
 
     def _plan(self, work: Workload, device: str) -> Plan:
         o = self.options
+        use_cudnn_search(o.cudnn_search)
         metrics: dict[str, float] = {}
         phase = _Phases(metrics)  # where the optimization cost goes, phase by phase (plan_<phase>_s)
         given = self._load(o.schedule_file, None, "schedule_file") if o.schedule_file else None

@@ -164,3 +164,35 @@ def test_generated_convs_match_cudnn_and_a_plan_keeps_them_where_faster(tmp_path
     assert set(plan.kernels.timings[keys[0]]) == {"cudnn", "triton"}
     xin = seeded_input(work.graph, 1, 0)
     assert rel_err(plan.target.to_numpy(plan.infer(plan.load_input(xin))), reference_forward(work.graph, xin)) < 2e-2
+
+
+def test_triton_pools_equal_atens_in_fp16_and_a_heuristic_cudnn_plan_matches_the_reference(tmp_path):
+    """Issue 42: the hand-written Triton pools (no Dynamo) on Inception's and NASNet's pool shapes in both
+    layouts, and a whole plan with cuDNN's heuristic plans (nothing searched) against the reference."""
+    import torch
+
+    from ios_core.planner import Planner, PlanOptions
+    from ios_core.runtime.triton_pool import triton_pool
+
+    from .test_kernels import _POOL_CASES, _aten_pool, _pool
+
+    torch.manual_seed(0)
+    for case in _POOL_CASES:
+        node = _pool(*case)
+        for shape in ((1, 288, 35, 35), (2, 40, 83, 83)):
+            nchw = torch.randn(shape, device="cuda", dtype=torch.half)
+            for x in (nchw, nchw.contiguous(memory_format=torch.channels_last)):
+                y, ref = triton_pool(node)(x), _aten_pool(node, x)
+                assert y.shape == ref.shape and y.is_contiguous() == x.is_contiguous()
+                torch.testing.assert_close(y, ref, rtol=1e-3, atol=1e-3)
+    work = Workload(build_model("inception_v3", **SMALL["inception_v3"]), 1, "fp16", "gpu-test")
+    try:
+        plan = Planner(PlanOptions(schedule="ios-both", part_size=6, cudnn_search="heuristic"), tmp_path).plan(
+            work, "cuda")
+        assert not torch.backends.cudnn.benchmark and plan.metrics["kernel_pool_triton"] + \
+            plan.metrics["kernel_pool_aten"] > 0
+    finally:
+        from ios_core.runtime.target import use_cudnn_search
+        use_cudnn_search("benchmark")  # the process's other tests
+    xin = seeded_input(work.graph, 1, 0)
+    assert rel_err(plan.target.to_numpy(plan.infer(plan.load_input(xin))), reference_forward(work.graph, xin)) < 2e-2

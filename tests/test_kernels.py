@@ -2,6 +2,7 @@
 faster, and the ios backend records (and reuses) the layout, the passes and the kernels it ran."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -266,3 +267,81 @@ def test_triton_convs_needs_the_kernel_choice():
     PlanOptions(triton_convs=True).check()
     with pytest.raises(OptionError, match="triton_convs=true needs kernels=auto"):
         PlanOptions(triton_convs=True, kernels="cudnn").check()
+
+
+_POOL_CASES = [  # (type, kernel, stride, padding, ceil_mode, count_include_pad): Inception's, NASNet's and edge ones
+    ("max", 3, 2, 0, False, True), ("max", 3, 1, 1, False, True), ("max", 2, 2, 0, True, True),
+    ("avg", 3, 1, 1, False, True), ("avg", 3, 1, 1, False, False), ("avg", 3, 2, 1, True, False),
+    ("avg", 2, 2, 1, True, True), ("max", 3, 2, 1, True, True)]
+
+
+def _pool(pool_type, k, s, p, ceil, include):
+    from ios_core.ir.nodes import Pool
+
+    return Pool(name="p", inputs=[[Value("x", 0, 5)]], pool_type=pool_type, kernel=k, stride=s, padding=p,
+                ceil_mode=ceil, count_include_pad=include)
+
+
+def _aten_pool(node, x):
+    from ios_core.interpreters.torch import torch_pool
+
+    return torch_pool(node, x)
+
+
+def test_triton_pool_output_sizes_are_atens():
+    from ios_core.runtime.triton_pool import out_size
+
+    for size in range(4, 12):
+        for k, s, p, ceil in [(3, 2, 0, False), (3, 2, 1, True), (2, 2, 0, True), (3, 1, 1, False), (2, 2, 1, True)]:
+            aten = F.max_pool2d(torch.zeros(1, 1, size, size), k, s, p, ceil_mode=ceil).shape[-1]
+            assert out_size(size, k, s, p, ceil) == aten, (size, k, s, p, ceil)
+
+
+def test_triton_pool_refuses_what_it_has_no_kernel_for():
+    from ios_core.ir.nodes import Pool
+    from ios_core.runtime.triton_pool import triton_pool
+
+    with pytest.raises(ValueError, match="no Triton kernel for a global_avg pool"):
+        triton_pool(Pool(name="g", inputs=[[Value("x", 0, 5)]], pool_type="global_avg"))
+
+
+def test_triton_pool_equals_atens_in_both_layouts_under_tritons_interpreter():
+    """The kernel's indexing, masks and divisors, run by Triton's CPU interpreter where Triton is installed
+    (tests/test_ios_gpu.py runs it on the GPU in fp16). A process of its own: Triton reads TRITON_INTERPRET
+    when its library is imported."""
+    pytest.importorskip("triton")
+    import subprocess
+    import sys
+
+    code = f"""
+import torch
+from tests.test_kernels import _aten_pool, _pool
+from ios_core.runtime.triton_pool import triton_pool
+torch.manual_seed(0)
+for case in {_POOL_CASES!r}:
+    node = _pool(*case)
+    for x in (torch.randn(2, 5, 9, 8), torch.randn(2, 5, 9, 8).to(memory_format=torch.channels_last)):
+        y, ref = triton_pool(node)(x), _aten_pool(node, x)
+        assert y.shape == ref.shape and y.is_contiguous() == x.is_contiguous(), case
+        assert torch.allclose(y, ref, atol=1e-6), (case, (y - ref).abs().max())
+print("ok", len({_POOL_CASES!r}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.stdout.strip() == f"ok {len(_POOL_CASES)}", done.stderr[-2000:]
+
+
+def test_the_cudnn_search_option_is_checked_and_names_files_only_where_not_the_default():
+    from ios_core.planner import PlanOptions
+    from ios_core.runtime.target import use_cudnn_search
+    from ios_core.schedule import OptionError
+
+    default, heuristic = PlanOptions(), PlanOptions(cudnn_search="heuristic")
+    heuristic.check()
+    assert default.variant() == {} and heuristic.variant() == {"cudnn_search": "heuristic"}
+    keys = ("runtime", "fuse")
+    assert default.digest(keys) == PlanOptions(fuse=True).digest(keys) != heuristic.digest(keys)
+    with pytest.raises(OptionError, match="cudnn_search.*'fastest'.*benchmark, heuristic"):
+        PlanOptions(cudnn_search="fastest").check()
+    with pytest.raises(ValueError, match="cudnn_search='find' is invalid; choose one of: benchmark, heuristic"):
+        use_cudnn_search("find")

@@ -13,9 +13,10 @@ travel with the schedule file (``Schedule.stats["kernels"]``).
 
 Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
-CUDA each distinct pool is also compiled by Inductor into a Triton kernel of its own, timed
-against ATen's, and the faster kept (``triton`` in the record). So is each ``fused`` program of
-the ``fuse_pointwise`` pass: its operators one by one, or Inductor's one kernel for all of them.
+CUDA each distinct pool is also run by a Triton kernel (:mod:`.triton_pool`, written here, loaded
+without Dynamo), timed against ATen's, and the faster kept (``triton`` in the record). So is each
+``fused`` program of the ``fuse_pointwise`` pass: its operators one by one, or Inductor's one kernel
+for all of them.
 
 ``mode``: ``auto`` (time the candidates), ``cudnn`` (always the vendor library: cuDNN convs and
 ATen pools, the ablation baseline), ``gemm`` (1x1 convs as GEMM wherever the layout allows: for
@@ -34,11 +35,14 @@ from typing import Protocol, cast
 import torch
 import torch.nn.functional as F
 
-from ..interpreters.torch import torch_activation, torch_pool
+from ..interpreters.torch import torch_activation
 from ..ir.nodes import Conv, Op, Pool
 from ..ir.ops import OPS
 
 KERNEL_MODES = ("auto", "cudnn", "gemm")
+#: part of the context the store keeps kernel choices under: a choice timed against another implementation
+#: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's)
+CANDIDATES_VERSION = 2
 IMPLS = ("cudnn", "gemm")
 POOL_IMPLS = ("aten", "triton")
 CONV_TEMPLATE = ("cudnn", "triton")  # a convolution's candidates with ``triton_convs``
@@ -123,15 +127,6 @@ def triton_conv(node: Conv) -> Callable[..., torch.Tensor]:
         return torch_activation(y, node.act)
     return cast(Callable[..., torch.Tensor],
                 torch.compile(conv, dynamic=False, fullgraph=True, options=dict(TEMPLATE_OPTIONS)))
-
-
-def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``node`` compiled by Inductor into a Triton kernel (on its first call)."""
-    _configure_inductor()
-
-    def pool(x: torch.Tensor) -> torch.Tensor:
-        return torch_pool(node, x)
-    return cast(Callable[[torch.Tensor], torch.Tensor], torch.compile(pool, dynamic=False, fullgraph=True))
 
 
 #: a fused node -> its program as text, made once (the eager runtime asks for the signature on every call)

@@ -23,8 +23,8 @@ from .kernels import (
     sig_text,
     triton_conv,
     triton_fused,
-    triton_pool,
 )
+from .triton_pool import triton_pool
 
 Params = dict[str, tuple[torch.Tensor | None, ...]]  # a node's arrays, see interpreters.base.node_params
 

@@ -14,6 +14,21 @@ DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bflo
 LAYOUT_CHOICES = ("auto", "true", "false")
 
 
+#: how cuDNN picks a convolution's execution plan, process-wide like cuDNN's own plan cache (one per shape, kept by
+#: the first call): ``benchmark`` times the candidate plans of each new shape (torch.backends.cudnn.benchmark),
+#: ``heuristic`` runs the first plan cuDNN's heuristics rank, timing nothing
+CUDNN_SEARCHES = ("benchmark", "heuristic")
+_cudnn = {"benchmark": True}
+
+
+def use_cudnn_search(mode: str) -> None:
+    """Every :class:`TorchTarget` made after this call on CUDA picks cuDNN plans by ``mode`` (one of
+    :data:`CUDNN_SEARCHES`). A shape already run in the process keeps the plan it got."""
+    if mode not in CUDNN_SEARCHES:
+        raise ValueError(f"cudnn_search={mode!r} is invalid; choose one of: {', '.join(CUDNN_SEARCHES)}")
+    _cudnn["benchmark"] = mode == "benchmark"
+
+
 def parse_channels_last(value: object) -> bool | None:
     """``True``/``False`` for a forced layout (NHWC / NCHW), ``None`` for ``auto`` (choose by
     measurement). Accepts what Hydra hands a ``str`` field: ``True`` arrives as ``'True'``."""
@@ -50,7 +65,7 @@ class TorchTarget:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
         if device == "cuda":
-            torch.backends.cudnn.benchmark = True
+            torch.backends.cudnn.benchmark = _cudnn["benchmark"]
             self.stream = torch.cuda.current_stream()
         else:
             self.stream = None

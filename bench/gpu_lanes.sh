@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Bench scripts side by side on a host with several GPUs: each argument is one lane, a command run with
+# CUDA_VISIBLE_DEVICES set to the lane's index (0, 1, ...), LANE=<index>, OUT=/tmp/lanes/<index> and the project
+# installed once (SITE_READY), all lanes at once; each is cut at LANE_S seconds (default 540) so what it finished
+# still comes back. The lanes share the host's CPU cores: costs measured beside a compiling lane are a crowded
+# machine's (say so where they are reported). Everything comes back in $OUT/lanes.tgz (each lane's output folder,
+# the gpu_ready logs and every store's records) and, per lane, its tables: lane<i>-search_table.tsv (IOS) and
+# lane<i>-summary.txt (peers).
+#   e.g. call (carry .whl, kind nvidia-h100-x4):
+#     OUT=$OUT bash bench/gpu_lanes.sh "bash bench/gpu_ready.sh ready:squeezenet" \
+#       "ARGS=backend.cudnn_search=heuristic bash bench/gpu_ready.sh ready:squeezenet" \
+#       "NETS=nasnet RD=/tmp/peers3 THREADS=16 bash bench/gpu_peers.sh ma-modes ma-modes-warm"
+set -uo pipefail
+FINAL=${OUT:-results/lanes}
+mkdir -p "$FINAL" /tmp/lanes
+source bench/gpu_site.sh /tmp/lanes
+nvidia-smi -L >> /tmp/lanes/versions.txt; nproc >> /tmp/lanes/versions.txt
+i=0
+for lane in "$@"; do
+  mkdir -p "/tmp/lanes/$i"
+  echo "$i: $lane" >> /tmp/lanes/lanes.txt
+  (t0=$SECONDS
+   CUDA_VISIBLE_DEVICES=$i LANE=$i OUT=/tmp/lanes/$i SITE_READY=1 timeout -s INT -k 20 "${LANE_S:-540}" \
+     bash -c "$lane" > "/tmp/lanes/$i/lane.log" 2>&1
+   echo "lane $i: rc=$? $((SECONDS - t0)) s" >> /tmp/lanes/lanes.txt) &
+  i=$((i + 1))
+done
+wait
+for ((j = 0; j < i; j++)); do
+  [ -f "/tmp/lanes/$j/search_table.tsv" ] && cp "/tmp/lanes/$j/search_table.tsv" "$FINAL/lane$j-search_table.tsv"
+  [ -f "/tmp/lanes/$j/summary.txt" ] && cp "/tmp/lanes/$j/summary.txt" "$FINAL/lane$j-summary.txt"
+done
+cp /tmp/lanes/lanes.txt "$FINAL/"
+tar czf "$FINAL/lanes.tgz" -C /tmp lanes $(cd /tmp && ls -d ready_logs* ready*_*/records peers*/records 2>/dev/null)
+exit 0
