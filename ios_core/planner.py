@@ -47,7 +47,7 @@ SCHEDULE_KEYS = ("r", "s", "part_size", "ending", "cost_model", "keep", "select"
 #: the options a saved layout choice's file name hashes
 LAYOUT_KEYS = ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes", "layout_screen")
 #: the stage-cost cache's version: bump it when what a cached stage time means changes
-COST_CACHE_VERSION = "v4"  # v4: the Triton pools are ios_core.runtime.triton_pool's
+COST_CACHE_VERSION = "v4"  # v4: the Triton pools are ios_core.runtime.triton_pool's, ATen's depthwise kernel
 
 Guard = Callable[[], contextlib.AbstractContextManager[Any]] | None
 

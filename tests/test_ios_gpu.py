@@ -196,3 +196,28 @@ def test_triton_pools_equal_atens_in_fp16_and_a_heuristic_cudnn_plan_matches_the
         use_cudnn_search("benchmark")  # the process's other tests
     xin = seeded_input(work.graph, 1, 0)
     assert rel_err(plan.target.to_numpy(plan.infer(plan.load_input(xin))), reference_forward(work.graph, xin)) < 2e-2
+
+
+def test_atens_depthwise_kernel_equals_cudnns_in_both_layouts_and_keeps_the_layout():
+    """Issue 42: the depthwise candidate (ATen's own kernel, NCHW) on NASNet's and RandWire's shapes in fp16, and
+    the kernel choice times it against cuDNN on a captured-safe path."""
+    import torch
+    import torch.nn.functional as F
+
+    from ios_core.ir.nodes import Conv, Value
+    from ios_core.runtime.kernels import KernelTable, conv_native, depthwise_ok
+
+    torch.manual_seed(0)
+    for c, size, k, s in ((42, 83, 5, 2), (154, 56, 3, 1), (672, 11, 7, 1)):
+        node = Conv(name="d", inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=s, padding=k // 2,
+                    groups=c, act="identity")
+        nchw = torch.randn(1, c, size, size, device="cuda", dtype=torch.half)
+        w = torch.randn(c, 1, k, k, device="cuda", dtype=torch.half) / k
+        b = torch.randn(c, device="cuda", dtype=torch.half)
+        for x in (nchw, nchw.contiguous(memory_format=torch.channels_last)):
+            assert depthwise_ok(node, x)
+            y = conv_native(node, x, w, b)
+            assert y.is_contiguous() == x.is_contiguous()
+            torch.testing.assert_close(y, F.conv2d(x, w, b, s, k // 2, groups=c), rtol=1e-2, atol=1e-2)
+    table = KernelTable("auto", lambda calls: [float(i) for i in range(len(calls), 0, -1)])
+    assert table.impl(node, x, lambda i: None) == "native" and table.counts()["kernel_depthwise_native"] == 1.0

@@ -58,6 +58,7 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
     assert table.impl(_conv(), x, ran.append) == "gemm"
     assert asked == [2] and table.counts() == {"kernel_ops_timed": 1.0, "kernel_reused": 0.0, "kernel_gemm": 1.0,
                                               "kernel_cudnn": 0.0, "kernel_conv_triton": 0.0,
+                                              "kernel_depthwise_native": 0.0, "kernel_depthwise_cudnn": 0.0,
                                               "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0,
                                               "kernel_fused_triton": 0.0, "kernel_fused_aten": 0.0,
                                               "kernel_compiles": 0.0, "kernel_compile_s": 0.0}
@@ -345,3 +346,33 @@ def test_the_cudnn_search_option_is_checked_and_names_files_only_where_not_the_d
         PlanOptions(cudnn_search="fastest").check()
     with pytest.raises(ValueError, match="cudnn_search='find' is invalid; choose one of: benchmark, heuristic"):
         use_cudnn_search("find")
+
+
+def test_depthwise_convs_time_atens_kernel_against_cudnns_and_keep_the_layout(monkeypatch):
+    """Issue 42: a depthwise convolution on CUDA is timed as cuDNN against ATen's own kernel (``native``), the
+    faster kept and counted; the runtime runs the choice with the weights copied to NCHW once, not per call."""
+    import ios_core.runtime.kernels as kernels
+    import ios_core.runtime.ops as ops
+
+    node = _conv(kernel=(3, 3), padding=(1, 1), groups=8, out=8)
+    x = torch.randn(1, 8, 5, 5).to(memory_format=torch.channels_last)
+    assert not kernels.depthwise_ok(node, x)  # ATen's depthwise kernel is a CUDA one
+    monkeypatch.setattr(kernels, "depthwise_ok", lambda node, x: node.groups == x.shape[1])
+    calls = []
+
+    def native(node, x, w, b):
+        calls.append(w)
+        return F.conv2d(x, w, b, node.stride, node.padding, groups=node.groups)
+    monkeypatch.setattr(ops, "conv_native", native)
+    table = KernelTable("auto", lambda runs: [3.0, 1.0])
+    w = torch.randn(8, 1, 3, 6)[..., ::2]  # weights not in NCHW memory
+    run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
+    y1, y2 = run.visit_conv(node, x), run.visit_conv(node, x)
+    assert table.choices == {kernels.sig_text(("depthwise", *kernels.signature(node, x))): "native"}
+    assert table.counts()["kernel_depthwise_native"] == 1.0 and table.counts()["kernel_cudnn"] == 0.0
+    assert calls[-1] is calls[-2] and calls[-1].is_contiguous()  # one NCHW copy of the weights, reused
+    torch.testing.assert_close(y1, F.conv2d(x, w, None, 1, 1, groups=8))
+    assert torch.equal(y1, y2)
+    slower = KernelTable("auto", lambda runs: [1.0, 3.0])
+    assert slower.impl(node, x, lambda i: None) == "cudnn" and slower.counts()["kernel_depthwise_cudnn"] == 1.0
+    assert KernelTable("cudnn").impl(node, x, lambda i: None) == "cudnn"  # the vendor baseline times nothing

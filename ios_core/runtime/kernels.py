@@ -11,6 +11,13 @@ and keeps the faster. The search's stage timings, the in-situ selection and the 
 model share one table, so the DP plans with the kernels that will run, and the choices
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
+Depthwise convolutions (one group per input channel) have a third vendor kernel, ATen's own
+(``native``: PyTorch's CUDA depthwise kernel, NCHW), timed against cuDNN's. cuDNN builds its depthwise
+plans at run time: each new shape cost its first call 250-400 ms on the H100 with the plan search or
+without it, against 0.2-0.6 ms for ATen's, and ATen's ran faster at batch 1 (nasnet's 25 shapes: 1.4
+against 4.4 ms summed; bench/conv_first_call.py, BENCHMARKS.md), so a network of separable convolutions
+(NASNet, RandWire) spent most of a warm rerun building cuDNN plans it then did not need.
+
 Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
 CUDA each distinct pool is also run by a Triton kernel (:mod:`.triton_pool`, written here, loaded
@@ -42,8 +49,9 @@ from ..ir.ops import OPS
 KERNEL_MODES = ("auto", "cudnn", "gemm")
 #: part of the context the store keeps kernel choices under: a choice timed against another implementation
 #: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's)
-CANDIDATES_VERSION = 2
+CANDIDATES_VERSION = 3  # 3: depthwise convolutions have ATen's kernel too
 IMPLS = ("cudnn", "gemm")
+DEPTHWISE = ("cudnn", "native")  # a depthwise convolution's candidates
 POOL_IMPLS = ("aten", "triton")
 CONV_TEMPLATE = ("cudnn", "triton")  # a convolution's candidates with ``triton_convs``
 #: Inductor's options for a generated convolution: Triton templates only (cuDNN and cuBLAS are the other
@@ -69,6 +77,21 @@ def conv_gemm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch
     rows = x.permute(0, 2, 3, 1).reshape(n * h * wd, c)
     y = F.linear(rows, w.reshape(w.shape[0], c), b)
     return y.view(n, h, wd, -1).permute(0, 3, 1, 2)
+
+
+def depthwise_ok(node: Conv, x: torch.Tensor) -> bool:
+    """A depthwise convolution (a group per input channel, several channels) ATen's own CUDA kernel runs."""
+    return x.is_cuda and x.dim() == 4 and node.groups > 1 and node.groups == x.shape[1]
+
+
+def conv_native(node: Conv, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """``node`` (a depthwise convolution, no activation) by ATen's CUDA depthwise kernel, which reads and writes
+    NCHW: an NHWC input is copied to NCHW and the result back, so the model keeps its layout (the copies are
+    in what the kernel choice times). ``w``: the weights in NCHW memory."""
+    nhwc = not x.is_contiguous()
+    y = torch.ops.aten._conv_depthwise2d(x.contiguous(), w, list(node.kernel), b, list(node.stride),
+                                         list(node.padding), list(node.dilation))
+    return y.contiguous(memory_format=torch.channels_last) if nhwc else y
 
 
 def signature(node: Conv, x: torch.Tensor) -> tuple:
@@ -194,8 +217,10 @@ class KernelTable:
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one: cuDNN or, for
-        a 1x1 that is one matrix product, cuBLAS; with ``triton_convs`` a convolution that is not one is timed
-        as cuDNN against Triton's template."""
+        a 1x1 that is one matrix product, cuBLAS, for a depthwise one ATen's own kernel; with ``triton_convs``
+        a convolution that is not one is timed as cuDNN against Triton's template."""
+        if self.mode == "auto" and depthwise_ok(node, x):
+            return self._choose(sig_text(("depthwise", *signature(node, x))), DEPTHWISE, x, run)
         if self.triton_convs and self.mode == "auto" and template_ok(node, x):
             return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
         if self.mode == "cudnn" or not gemm_ok(node, x):
@@ -289,13 +314,16 @@ class KernelTable:
         return self.remembered.get(f"{self.context}|{key}") if self.remembered is not None else None
 
     def counts(self) -> dict[str, float]:
-        kinds: dict[str, list[str]] = {"fused": [], "triton_conv": [], "": []}
+        kinds: dict[str, list[str]] = {"fused": [], "triton_conv": [], "depthwise": [], "": []}
         for k, v in self.choices.items():
-            kinds[next((kind for kind in ("fused", "triton_conv") if k.startswith(f"('{kind}'")), "")].append(v)
+            kinds[next((kind for kind in ("fused", "triton_conv", "depthwise") if k.startswith(f"('{kind}'")),
+                       "")].append(v)
         fused, templates, used = kinds["fused"], kinds["triton_conv"], kinds[""]
         return {"kernel_ops_timed": float(self.timed), "kernel_reused": float(self.reused),
                 "kernel_conv_triton": float(templates.count("triton")) if self.triton_convs else 0.0,
                 "kernel_gemm": float(used.count("gemm")), "kernel_cudnn": float(used.count("cudnn")),
+                "kernel_depthwise_native": float(kinds["depthwise"].count("native")),
+                "kernel_depthwise_cudnn": float(kinds["depthwise"].count("cudnn")),
                 "kernel_pool_triton": float(used.count("triton")), "kernel_pool_aten": float(used.count("aten")),
                 "kernel_fused_triton": float(fused.count("triton")), "kernel_fused_aten": float(fused.count("aten")),
                 "kernel_compiles": float(self.compiles), "kernel_compile_s": self.compile_s}

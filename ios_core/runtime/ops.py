@@ -18,6 +18,7 @@ from ..ir.nodes import Conv, Linear, Op, Pool, Sequential
 from .kernels import (
     KernelTable,
     conv_gemm,
+    conv_native,
     fused_signature,
     pool_signature,
     sig_text,
@@ -39,6 +40,7 @@ class RuntimeOps(TorchOps):
         self.params = params
         self.fuse = fuse
         self.kernels = kernels
+        self._nchw_weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id -> (weight, its NCHW copy)
         self.module = self  # TorchOps reads weights through module.params_of
 
     def params_of(self, node: Node) -> tuple[torch.Tensor | None, ...]:
@@ -61,9 +63,20 @@ class RuntimeOps(TorchOps):
         if impl == "gemm":
             y = conv_gemm(x, w, b)
             return torch_activation(y, node.act)
+        if impl == "native":
+            return torch_activation(conv_native(node, x, self._nchw(w), b), node.act)
         if self.fuse and node.act == "relu" and x.is_cuda:
             return torch.cudnn_convolution_relu(x, w, b, node.stride, node.padding, node.dilation, node.groups)
         return super().visit_conv(node, x)
+
+    def _nchw(self, w: torch.Tensor) -> torch.Tensor:
+        """``w`` in NCHW memory, copied once per weight (a copy made per call would be captured, and replayed)."""
+        if w.is_contiguous():
+            return w
+        kept = self._nchw_weights.get(id(w))
+        if kept is None or kept[0] is not w:
+            kept = self._nchw_weights[id(w)] = (w, w.contiguous())
+        return kept[1]
 
     def visit_pool(self, node: Pool, x):
         if self.kernels is None or node.pool_type not in ("max", "avg"):
