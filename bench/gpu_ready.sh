@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # IOS ready in seconds (issue 42), on one CUDA GPU: cold and warm optimization cost per network and for a batch
 # sweep, with the kernel choices kept in the store and the layout reused across batch sizes. Parts:
-#   gputests        pytest tests/test_ios_gpu.py (the CUDA runtimes, kernel choice, plan reuse)
+#   gputests        pytest tests/test_ios_gpu.py (the CUDA runtimes, kernel choice, plan reuse; GPUTESTS_K: pytest -k)
 #   ready:M1,M2     each network cold in its own fresh store, then warm (sweep.rerun=true), fp16 batch 1
 #   batches:M       one network at batch 1,16,64,128 in one fresh store (the layout timed once, kernels shared)
 #   batches-reuse:M the same with backend.schedule_any_batch=8 (searched at 1 and 16, reused at 64 and 128)
@@ -32,7 +32,8 @@ sweep() {  # sweep NAME STORE OVERRIDES...
 }
 for part in "$@"; do
   case $part in
-    gputests) timeout 300 python3 -m pytest -q -x tests/test_ios_gpu.py > "$LOGS/gputests.log" 2>&1
+    gputests) timeout 300 python3 -m pytest -q -x tests/test_ios_gpu.py ${GPUTESTS_K:+-k "$GPUTESTS_K"} \
+                > "$LOGS/gputests.log" 2>&1
               echo "gputests: rc=$?" >> "$LOGS/times.txt" ;;
     ready:*) IFS=, read -ra models <<< "${part#ready:}"
              for m in "${models[@]}"; do

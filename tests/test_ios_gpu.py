@@ -198,14 +198,15 @@ def test_triton_pools_equal_atens_in_fp16_and_a_heuristic_cudnn_plan_matches_the
     assert rel_err(plan.target.to_numpy(plan.infer(plan.load_input(xin))), reference_forward(work.graph, xin)) < 2e-2
 
 
-def test_atens_depthwise_kernel_equals_cudnns_in_both_layouts_and_keeps_the_layout():
-    """Issue 42: the depthwise candidate (ATen's own kernel, NCHW) on NASNet's and RandWire's shapes in fp16, and
-    the kernel choice times it against cuDNN on a captured-safe path."""
+def test_atens_and_tritons_depthwise_kernels_equal_cudnns_in_both_layouts_and_keep_the_layout():
+    """Issue 42: the depthwise candidates (ATen's own kernel, NCHW; the Triton one) on NASNet's and RandWire's
+    shapes in fp16, and the kernel choice among the three."""
     import torch
     import torch.nn.functional as F
 
     from ios_core.ir.nodes import Conv, Value
     from ios_core.runtime.kernels import KernelTable, conv_native, depthwise_ok
+    from ios_core.runtime.triton_depthwise import triton_depthwise
 
     torch.manual_seed(0)
     for c, size, k, s in ((42, 83, 5, 2), (154, 56, 3, 1), (672, 11, 7, 1)):
@@ -214,10 +215,14 @@ def test_atens_depthwise_kernel_equals_cudnns_in_both_layouts_and_keeps_the_layo
         nchw = torch.randn(1, c, size, size, device="cuda", dtype=torch.half)
         w = torch.randn(c, 1, k, k, device="cuda", dtype=torch.half) / k
         b = torch.randn(c, device="cuda", dtype=torch.half)
+        relu = Conv(name="r", inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=s, padding=k // 2,
+                    groups=c, act="relu")
         for x in (nchw, nchw.contiguous(memory_format=torch.channels_last)):
             assert depthwise_ok(node, x)
-            y = conv_native(node, x, w, b)
-            assert y.is_contiguous() == x.is_contiguous()
-            torch.testing.assert_close(y, F.conv2d(x, w, b, s, k // 2, groups=c), rtol=1e-2, atol=1e-2)
+            ref = F.conv2d(x, w, b, s, k // 2, groups=c)
+            for y in (conv_native(node, x, w, b), triton_depthwise(node)(x, w, b)):
+                assert y.is_contiguous() == x.is_contiguous()
+                torch.testing.assert_close(y, ref, rtol=1e-2, atol=1e-2)
+            torch.testing.assert_close(triton_depthwise(relu)(x, w, b), ref.relu(), rtol=1e-2, atol=1e-2)
     table = KernelTable("auto", lambda calls: [float(i) for i in range(len(calls), 0, -1)])
-    assert table.impl(node, x, lambda i: None) == "native" and table.counts()["kernel_depthwise_native"] == 1.0
+    assert table.impl(node, x, lambda i: None) == "triton" and table.counts()["kernel_depthwise_triton"] == 1.0

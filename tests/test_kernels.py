@@ -59,6 +59,7 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
     assert asked == [2] and table.counts() == {"kernel_ops_timed": 1.0, "kernel_reused": 0.0, "kernel_gemm": 1.0,
                                               "kernel_cudnn": 0.0, "kernel_conv_triton": 0.0,
                                               "kernel_depthwise_native": 0.0, "kernel_depthwise_cudnn": 0.0,
+                                              "kernel_depthwise_triton": 0.0,
                                               "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0,
                                               "kernel_fused_triton": 0.0, "kernel_fused_aten": 0.0,
                                               "kernel_compiles": 0.0, "kernel_compile_s": 0.0}
@@ -306,10 +307,10 @@ def test_triton_pool_refuses_what_it_has_no_kernel_for():
         triton_pool(Pool(name="g", inputs=[[Value("x", 0, 5)]], pool_type="global_avg"))
 
 
-def test_triton_pool_equals_atens_in_both_layouts_under_tritons_interpreter():
-    """The kernel's indexing, masks and divisors, run by Triton's CPU interpreter where Triton is installed
-    (tests/test_ios_gpu.py runs it on the GPU in fp16). A process of its own: Triton reads TRITON_INTERPRET
-    when its library is imported."""
+def test_triton_pools_and_depthwise_convs_equal_atens_under_tritons_interpreter():
+    """The kernels' indexing, masks, divisors and channel multipliers, run by Triton's CPU interpreter where
+    Triton is installed (tests/test_ios_gpu.py runs them on the GPU in fp16). A process of its own: Triton reads
+    TRITON_INTERPRET when its library is imported."""
     pytest.importorskip("triton")
     import subprocess
     import sys
@@ -325,6 +326,19 @@ for case in {_POOL_CASES!r}:
         y, ref = triton_pool(node)(x), _aten_pool(node, x)
         assert y.shape == ref.shape and y.is_contiguous() == x.is_contiguous(), case
         assert torch.allclose(y, ref, atol=1e-6), (case, (y - ref).abs().max())
+from ios_core.ir.nodes import Conv, Value
+from ios_core.runtime.triton_depthwise import triton_depthwise
+import torch.nn.functional as F
+for k, s, p, mult, act in ((3, 1, 1, 1, "identity"), (5, 2, 2, 1, "relu"), (3, 2, 0, 2, "relu")):
+    node = Conv(name="d", inputs=[[Value("x", 0, 5)]], out_channels=5 * mult, kernel=k, stride=s, padding=p,
+                groups=5, act=act)
+    w, b = torch.randn(5 * mult, 1, k, k), torch.randn(5 * mult)
+    for x in (torch.randn(2, 5, 9, 8), torch.randn(2, 5, 9, 8).to(memory_format=torch.channels_last),
+              torch.randn(2, 9, 9, 8).to(memory_format=torch.channels_last)[:, 2:7]):  # a channel slice
+        ref = F.conv2d(x, w, b, s, p, groups=5)
+        ref = ref.relu() if act == "relu" else ref
+        y = triton_depthwise(node)(x, w, b)
+        assert y.shape == ref.shape and torch.allclose(y, ref, atol=1e-5), (k, s, p, mult, act)
 print("ok", len({_POOL_CASES!r}))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -348,9 +362,10 @@ def test_the_cudnn_search_option_is_checked_and_names_files_only_where_not_the_d
         use_cudnn_search("find")
 
 
-def test_depthwise_convs_time_atens_kernel_against_cudnns_and_keep_the_layout(monkeypatch):
-    """Issue 42: a depthwise convolution on CUDA is timed as cuDNN against ATen's own kernel (``native``), the
-    faster kept and counted; the runtime runs the choice with the weights copied to NCHW once, not per call."""
+def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypatch):
+    """Issue 42: a depthwise convolution on CUDA is timed as cuDNN against ATen's own kernel (``native``) and the
+    Triton one, the fastest kept and counted; the runtime runs ATen's and Triton's with the weights copied to NCHW
+    once, not per call."""
     import ios_core.runtime.kernels as kernels
     import ios_core.runtime.ops as ops
 
@@ -358,21 +373,29 @@ def test_depthwise_convs_time_atens_kernel_against_cudnns_and_keep_the_layout(mo
     x = torch.randn(1, 8, 5, 5).to(memory_format=torch.channels_last)
     assert not kernels.depthwise_ok(node, x)  # ATen's depthwise kernel is a CUDA one
     monkeypatch.setattr(kernels, "depthwise_ok", lambda node, x: node.groups == x.shape[1])
-    calls = []
+    monkeypatch.setattr(ops, "depthwise_ok", kernels.depthwise_ok)
+    weights = []
 
     def native(node, x, w, b):
-        calls.append(w)
+        weights.append(w)
         return F.conv2d(x, w, b, node.stride, node.padding, groups=node.groups)
+
+    def triton(node):
+        return lambda x, w, b: native(node, x, w, b) + 1  # told apart from the others
     monkeypatch.setattr(ops, "conv_native", native)
-    table = KernelTable("auto", lambda runs: [3.0, 1.0])
+    monkeypatch.setattr(ops, "triton_depthwise", triton)
     w = torch.randn(8, 1, 3, 6)[..., ::2]  # weights not in NCHW memory
-    run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
-    y1, y2 = run.visit_conv(node, x), run.visit_conv(node, x)
-    assert table.choices == {kernels.sig_text(("depthwise", *kernels.signature(node, x))): "native"}
-    assert table.counts()["kernel_depthwise_native"] == 1.0 and table.counts()["kernel_cudnn"] == 0.0
-    assert calls[-1] is calls[-2] and calls[-1].is_contiguous()  # one NCHW copy of the weights, reused
-    torch.testing.assert_close(y1, F.conv2d(x, w, None, 1, 1, groups=8))
-    assert torch.equal(y1, y2)
-    slower = KernelTable("auto", lambda runs: [1.0, 3.0])
+    ref = F.conv2d(x, w, None, 1, 1, groups=8)
+    for times, impl, offset in (([3.0, 1.0, 2.0], "native", 0.0), ([3.0, 2.0, 1.0], "triton", 1.0)):
+        table = KernelTable("auto", lambda runs, times=times: times[:len(runs)])
+        run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
+        weights.clear()
+        y1, y2 = run.visit_conv(node, x), run.visit_conv(node, x)
+        assert table.choices == {table.depthwise_key(node, x): impl}
+        assert table.counts()[f"kernel_depthwise_{impl}"] == 1.0 and table.counts()["kernel_cudnn"] == 0.0
+        assert weights[-1] is weights[-2] and weights[-1].is_contiguous()  # one NCHW copy of the weights, reused
+        torch.testing.assert_close(y1, ref + offset)
+        assert torch.equal(y1, y2)
+    slower = KernelTable("auto", lambda runs: [1.0, 3.0, 2.0])
     assert slower.impl(node, x, lambda i: None) == "cudnn" and slower.counts()["kernel_depthwise_cudnn"] == 1.0
     assert KernelTable("cudnn").impl(node, x, lambda i: None) == "cudnn"  # the vendor baseline times nothing

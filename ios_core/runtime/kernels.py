@@ -11,12 +11,14 @@ and keeps the faster. The search's stage timings, the in-situ selection and the 
 model share one table, so the DP plans with the kernels that will run, and the choices
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
-Depthwise convolutions (one group per input channel) have a third vendor kernel, ATen's own
-(``native``: PyTorch's CUDA depthwise kernel, NCHW), timed against cuDNN's. cuDNN builds its depthwise
-plans at run time: each new shape cost its first call 250-400 ms on the H100 with the plan search or
-without it, against 0.2-0.6 ms for ATen's, and ATen's ran faster at batch 1 (nasnet's 25 shapes: 1.4
-against 4.4 ms summed; bench/conv_first_call.py, BENCHMARKS.md), so a network of separable convolutions
-(NASNet, RandWire) spent most of a warm rerun building cuDNN plans it then did not need.
+Depthwise convolutions (one group per input channel) are timed as cuDNN's, ATen's own (``native``:
+PyTorch's CUDA depthwise kernel, NCHW) and a Triton kernel written here (:mod:`.triton_depthwise`).
+cuDNN builds its depthwise plans at run time: each new shape cost its first call 250-400 ms on the H100,
+with its plan search or without, against 0.2-0.6 ms for ATen's (bench/conv_first_call.py), so a network
+of separable convolutions (NASNet, RandWire) spent most of a warm rerun building cuDNN plans; where
+another kernel is as fast, a later run never asks cuDNN for that shape. In the captured model cuDNN's
+kernel beat ATen's on 40 of 41 of NASNet's and RandWire's shapes (ATen's reads NCHW: an NHWC model pays
+two layout copies around it).
 
 Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
@@ -51,7 +53,7 @@ KERNEL_MODES = ("auto", "cudnn", "gemm")
 #: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's)
 CANDIDATES_VERSION = 3  # 3: depthwise convolutions have ATen's kernel too
 IMPLS = ("cudnn", "gemm")
-DEPTHWISE = ("cudnn", "native")  # a depthwise convolution's candidates
+DEPTHWISE = ("cudnn", "native", "triton")  # a depthwise convolution's candidates (triton: .triton_depthwise)
 POOL_IMPLS = ("aten", "triton")
 CONV_TEMPLATE = ("cudnn", "triton")  # a convolution's candidates with ``triton_convs``
 #: Inductor's options for a generated convolution: Triton templates only (cuDNN and cuBLAS are the other
@@ -220,7 +222,7 @@ class KernelTable:
         a 1x1 that is one matrix product, cuBLAS, for a depthwise one ATen's own kernel; with ``triton_convs``
         a convolution that is not one is timed as cuDNN against Triton's template."""
         if self.mode == "auto" and depthwise_ok(node, x):
-            return self._choose(sig_text(("depthwise", *signature(node, x))), DEPTHWISE, x, run)
+            return self._choose(self.depthwise_key(node, x), DEPTHWISE, x, run)
         if self.triton_convs and self.mode == "auto" and template_ok(node, x):
             return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
         if self.mode == "cudnn" or not gemm_ok(node, x):
@@ -230,6 +232,11 @@ class KernelTable:
             self.choices[key] = "gemm"  # counted, and recorded in the schedule file like a timed choice
             return "gemm"
         return self._choose(key, IMPLS, x, run)
+
+    @staticmethod
+    def depthwise_key(node: Conv, x: torch.Tensor) -> str:
+        """The key of the choice among cuDNN, ATen's and the Triton kernel for a depthwise ``node`` on ``x``."""
+        return sig_text(("depthwise", *signature(node, x)))
 
     @staticmethod
     def template_key(node: Conv, x: torch.Tensor) -> str:
@@ -274,7 +281,7 @@ class KernelTable:
         return self._choose(sig_text(fused_signature(node, xs)), POOL_IMPLS, xs[0], run)
 
 
-    def _choose(self, key: str, impls: tuple[str, str], x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
+    def _choose(self, key: str, impls: tuple[str, ...], x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """A remembered choice, or the candidates timed (the first, the vendor's, on a tie or
         where nothing can be timed: inside a capture or without a timer)."""
         hit = self.choices.get(key)
@@ -293,7 +300,7 @@ class KernelTable:
             times = self.timer([functools.partial(run, i) for i in impls])
         except Exception as exc:  # noqa: BLE001 - a candidate that cannot run (an Inductor error) is not chosen
             self.failed[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            times = [0.0, float("inf")]
+            times = [0.0] + [float("inf")] * (len(impls) - 1)
         self.timings[key] = dict(zip(impls, times))
         self.timed += 1
         if key in self.failed:  # the Triton candidate did not compile: what it timed was its fallback
@@ -324,6 +331,7 @@ class KernelTable:
                 "kernel_gemm": float(used.count("gemm")), "kernel_cudnn": float(used.count("cudnn")),
                 "kernel_depthwise_native": float(kinds["depthwise"].count("native")),
                 "kernel_depthwise_cudnn": float(kinds["depthwise"].count("cudnn")),
+                "kernel_depthwise_triton": float(kinds["depthwise"].count("triton")),
                 "kernel_pool_triton": float(used.count("triton")), "kernel_pool_aten": float(used.count("aten")),
                 "kernel_fused_triton": float(fused.count("triton")), "kernel_fused_aten": float(fused.count("aten")),
                 "kernel_compiles": float(self.compiles), "kernel_compile_s": self.compile_s}

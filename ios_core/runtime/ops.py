@@ -19,12 +19,14 @@ from .kernels import (
     KernelTable,
     conv_gemm,
     conv_native,
+    depthwise_ok,
     fused_signature,
     pool_signature,
     sig_text,
     triton_conv,
     triton_fused,
 )
+from .triton_depthwise import triton_depthwise
 from .triton_pool import triton_pool
 
 Params = dict[str, tuple[torch.Tensor | None, ...]]  # a node's arrays, see interpreters.base.node_params
@@ -58,6 +60,10 @@ class RuntimeOps(TorchOps):
         w, b = self.params[node.name]
         assert w is not None, f"node {node.name}: has no weights"
         if impl == "triton" and self.kernels is not None:
+            if depthwise_ok(node, x):  # the hand-written depthwise kernel (a depthwise conv gets no template)
+                return self.kernels.run_compiled(self.kernels.depthwise_key(node, x), lambda: triton_depthwise(node),
+                                                 (x, self._nchw(w), b), lambda: self.conv("cudnn", node, x),
+                                                 vendor="cudnn")
             return self.kernels.run_compiled(self.kernels.template_key(node, x), lambda: triton_conv(node),
                                              (x, w, b), lambda: self.conv("cudnn", node, x), vendor="cudnn")
         if impl == "gemm":
