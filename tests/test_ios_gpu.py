@@ -224,5 +224,5 @@ def test_atens_and_tritons_depthwise_kernels_equal_cudnns_in_both_layouts_and_ke
                 assert y.is_contiguous() == x.is_contiguous()
                 torch.testing.assert_close(y, ref, rtol=1e-2, atol=1e-2)
             torch.testing.assert_close(triton_depthwise(relu)(x, w, b), ref.relu(), rtol=1e-2, atol=1e-2)
-    table = KernelTable("auto", lambda calls: [float(i) for i in range(len(calls), 0, -1)])
+    table = KernelTable("auto", lambda calls: [float(i) for i in range(len(calls), 0, -1)], triton_convs=True)
     assert table.impl(node, x, lambda i: None) == "triton" and table.counts()["kernel_depthwise_triton"] == 1.0

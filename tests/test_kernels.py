@@ -363,9 +363,9 @@ def test_the_cudnn_search_option_is_checked_and_names_files_only_where_not_the_d
 
 
 def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypatch):
-    """Issue 42: a depthwise convolution on CUDA is timed as cuDNN against ATen's own kernel (``native``) and the
-    Triton one, the fastest kept and counted; the runtime runs ATen's and Triton's with the weights copied to NCHW
-    once, not per call."""
+    """Issue 42: a depthwise convolution on CUDA is timed as cuDNN against ATen's own kernel (``native``), and with
+    triton_convs the Triton one, the fastest kept and counted; the runtime runs ATen's and Triton's with the
+    weights copied to NCHW once, not per call."""
     import ios_core.runtime.kernels as kernels
     import ios_core.runtime.ops as ops
 
@@ -387,7 +387,7 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
     w = torch.randn(8, 1, 3, 6)[..., ::2]  # weights not in NCHW memory
     ref = F.conv2d(x, w, None, 1, 1, groups=8)
     for times, impl, offset in (([3.0, 1.0, 2.0], "native", 0.0), ([3.0, 2.0, 1.0], "triton", 1.0)):
-        table = KernelTable("auto", lambda runs, times=times: times[:len(runs)])
+        table = KernelTable("auto", lambda runs, times=times: times[:len(runs)], triton_convs=impl == "triton")
         run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
         weights.clear()
         y1, y2 = run.visit_conv(node, x), run.visit_conv(node, x)
@@ -396,6 +396,8 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
         assert weights[-1] is weights[-2] and weights[-1].is_contiguous()  # one NCHW copy of the weights, reused
         torch.testing.assert_close(y1, ref + offset)
         assert torch.equal(y1, y2)
-    slower = KernelTable("auto", lambda runs: [1.0, 3.0, 2.0])
+    asked = []
+    slower = KernelTable("auto", lambda runs: asked.append(len(runs)) or [1.0, 3.0, 2.0][:len(runs)])
     assert slower.impl(node, x, lambda i: None) == "cudnn" and slower.counts()["kernel_depthwise_cudnn"] == 1.0
+    assert asked == [2]  # the Triton kernel is a candidate with triton_convs only
     assert KernelTable("cudnn").impl(node, x, lambda i: None) == "cudnn"  # the vendor baseline times nothing

@@ -11,14 +11,15 @@ and keeps the faster. The search's stage timings, the in-situ selection and the 
 model share one table, so the DP plans with the kernels that will run, and the choices
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
-Depthwise convolutions (one group per input channel) are timed as cuDNN's, ATen's own (``native``:
-PyTorch's CUDA depthwise kernel, NCHW) and a Triton kernel written here (:mod:`.triton_depthwise`).
-cuDNN builds its depthwise plans at run time: each new shape cost its first call 250-400 ms on the H100,
-with its plan search or without, against 0.2-0.6 ms for ATen's (bench/conv_first_call.py), so a network
-of separable convolutions (NASNet, RandWire) spent most of a warm rerun building cuDNN plans; where
-another kernel is as fast, a later run never asks cuDNN for that shape. In the captured model cuDNN's
-kernel beat ATen's on 40 of 41 of NASNet's and RandWire's shapes (ATen's reads NCHW: an NHWC model pays
-two layout copies around it).
+Depthwise convolutions (one group per input channel) are timed as cuDNN's against ATen's own
+(``native``: PyTorch's CUDA depthwise kernel, NCHW), and with ``triton_convs`` against a Triton kernel
+written here (:mod:`.triton_depthwise`). cuDNN builds its depthwise plans at run time: each new shape
+cost its first call 250-400 ms on the H100, with its plan search or without, against 0.2-0.6 ms for
+ATen's (bench/conv_first_call.py), so a network of separable convolutions (NASNet, RandWire) spends most
+of a warm rerun building cuDNN plans; where another kernel is as fast, a later run never asks cuDNN for
+that shape. In the captured model at batch 1 cuDNN's kernel was the faster on 40 of NASNet's and
+RandWire's 41 shapes against ATen's (which reads NCHW: an NHWC model pays two layout copies around it),
+and on 28 of 33 against the Triton one (BENCHMARKS.md).
 
 Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
@@ -53,7 +54,7 @@ KERNEL_MODES = ("auto", "cudnn", "gemm")
 #: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's)
 CANDIDATES_VERSION = 3  # 3: depthwise convolutions have ATen's kernel too
 IMPLS = ("cudnn", "gemm")
-DEPTHWISE = ("cudnn", "native", "triton")  # a depthwise convolution's candidates (triton: .triton_depthwise)
+DEPTHWISE = ("cudnn", "native")  # a depthwise convolution's candidates; with triton_convs also .triton_depthwise's
 POOL_IMPLS = ("aten", "triton")
 CONV_TEMPLATE = ("cudnn", "triton")  # a convolution's candidates with ``triton_convs``
 #: Inductor's options for a generated convolution: Triton templates only (cuDNN and cuBLAS are the other
@@ -220,9 +221,11 @@ class KernelTable:
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one: cuDNN or, for
         a 1x1 that is one matrix product, cuBLAS, for a depthwise one ATen's own kernel; with ``triton_convs``
-        a convolution that is not one is timed as cuDNN against Triton's template."""
+        a depthwise one is also timed on :mod:`.triton_depthwise`'s kernel and any other that is not pointwise
+        as cuDNN against Triton's template."""
         if self.mode == "auto" and depthwise_ok(node, x):
-            return self._choose(self.depthwise_key(node, x), DEPTHWISE, x, run)
+            impls = (*DEPTHWISE, "triton") if self.triton_convs else DEPTHWISE
+            return self._choose(self.depthwise_key(node, x), impls, x, run)
         if self.triton_convs and self.mode == "auto" and template_ok(node, x):
             return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
         if self.mode == "cudnn" or not gemm_ok(node, x):
@@ -233,10 +236,10 @@ class KernelTable:
             return "gemm"
         return self._choose(key, IMPLS, x, run)
 
-    @staticmethod
-    def depthwise_key(node: Conv, x: torch.Tensor) -> str:
-        """The key of the choice among cuDNN, ATen's and the Triton kernel for a depthwise ``node`` on ``x``."""
-        return sig_text(("depthwise", *signature(node, x)))
+    def depthwise_key(self, node: Conv, x: torch.Tensor) -> str:
+        """The key of the choice among cuDNN's, ATen's (and with ``triton_convs`` the Triton) kernel for a depthwise
+        ``node`` on ``x``: with the Triton one a key of its own, so a choice made without it is not taken for one."""
+        return sig_text(("depthwise", *(("triton",) if self.triton_convs else ()), *signature(node, x)))
 
     @staticmethod
     def template_key(node: Conv, x: torch.Tensor) -> str:
