@@ -2,7 +2,7 @@
 # Bench scripts side by side on a host with several GPUs: each argument is one lane, a command run with
 # CUDA_VISIBLE_DEVICES set to the lane's index (0, 1, ...), LANE=<index>, OUT=/tmp/lanes/<index> and the project
 # installed once (SITE_READY), all lanes at once; each is cut at LANE_S seconds (default 540) so what it finished
-# still comes back. The lanes share the host's CPU cores: costs measured beside a compiling lane are a crowded
+# still comes back (whitespace separates the overrides in a lane's ARGS). The lanes share the host's CPU cores: costs measured beside a compiling lane are a crowded
 # machine's (say so where they are reported). Everything comes back in $OUT/lanes.tgz (each lane's output folder,
 # the gpu_ready logs and every store's records) and, per lane, its tables: lane<i>-search_table.tsv (IOS) and
 # lane<i>-summary.txt (peers).
@@ -12,6 +12,7 @@
 #       "NETS=nasnet RD=/tmp/peers3 THREADS=16 bash bench/gpu_peers.sh ma-modes ma-modes-warm"
 set -uo pipefail
 FINAL=${OUT:-results/lanes}
+rm -rf /tmp/lanes  # a warm machine keeps /tmp: no lane reports an earlier call's tables
 mkdir -p "$FINAL" /tmp/lanes
 source bench/gpu_site.sh /tmp/lanes
 nvidia-smi -L >> /tmp/lanes/versions.txt; nproc >> /tmp/lanes/versions.txt
@@ -26,10 +27,13 @@ for lane in "$@"; do
   i=$((i + 1))
 done
 wait
+# a lane cut at LANE_S leaves its sweep's python running (timeout gives each its own process group): stop them
+pkill -INT -f "python3 -m harness" 2>/dev/null && sleep 10 && pkill -KILL -f "python3 -m harness" 2>/dev/null
 for ((j = 0; j < i; j++)); do
   [ -f "/tmp/lanes/$j/search_table.tsv" ] && cp "/tmp/lanes/$j/search_table.tsv" "$FINAL/lane$j-search_table.tsv"
   [ -f "/tmp/lanes/$j/summary.txt" ] && cp "/tmp/lanes/$j/summary.txt" "$FINAL/lane$j-summary.txt"
 done
 cp /tmp/lanes/lanes.txt "$FINAL/"
-tar czf "$FINAL/lanes.tgz" -C /tmp lanes $(cd /tmp && ls -d ready_logs* ready*_*/records peers*/records 2>/dev/null)
+tar czf "$FINAL/lanes.tgz" -C /tmp lanes $(cd /tmp && ls -d ready_logs* ready*_*/records batches*_*/records \
+  tconv*_*/records peers*/records 2>/dev/null)
 exit 0

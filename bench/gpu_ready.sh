@@ -43,18 +43,18 @@ for part in "$@"; do
                sweep "ready-$m-warm" "$rd" model="$m" batch=1 sweep.rerun=true "${WARM_ARGS[@]}"
              done ;;
     batches:*) m=${part#batches:}
-               rm -rf "/tmp/batches_$m"
-               sweep "batches-$m" "/tmp/batches_$m" model="$m" batch=1,16,64,128 ;;
+               rm -rf "/tmp/batches${LANE}_$m"
+               sweep "batches-$m" "/tmp/batches${LANE}_$m" model="$m" batch=1,16,64,128 ;;
     batches-reuse:*) m=${part#batches-reuse:}  # the same sweep, each schedule reused within a factor of 8
-               rm -rf "/tmp/batchesreuse_$m"
-               sweep "batchesreuse-$m" "/tmp/batchesreuse_$m" model="$m" batch=1,16,64,128 \
+               rm -rf "/tmp/batchesreuse${LANE}_$m"
+               sweep "batchesreuse-$m" "/tmp/batchesreuse${LANE}_$m" model="$m" batch=1,16,64,128 \
                  backend.schedule_any_batch=8 ;;
     tconv:*) m=${part#tconv:}
-             rm -rf "/tmp/tconv_$m"
-             sweep "tconv-$m" "/tmp/tconv_$m" model="$m" batch=1 backend.triton_convs=false,true
-             sweep "tconv-$m-warm" "/tmp/tconv_$m" model="$m" batch=1 backend.triton_convs=true sweep.rerun=true
+             rm -rf "/tmp/tconv${LANE}_$m"
+             sweep "tconv-$m" "/tmp/tconv${LANE}_$m" model="$m" batch=1 backend.triton_convs=false,true
+             sweep "tconv-$m-warm" "/tmp/tconv${LANE}_$m" model="$m" batch=1 backend.triton_convs=true sweep.rerun=true
              for t in "" --triton-convs; do
-               timeout "${PROFILE_S:-120}" python3 bench/critical_path.py --model "$m" --store "/tmp/tconv_$m" $t \
+               timeout "${PROFILE_S:-120}" python3 bench/critical_path.py --model "$m" --store "/tmp/tconv${LANE}_$m" $t \
                  --out "$OUT/critical-$m${t:+-triton}.tsv" > "$LOGS/critical-$m${t:+-triton}.log" 2>&1
                echo "critical-$m${t:+-triton}: rc=$?" >> "$LOGS/times.txt"
              done ;;
@@ -65,6 +65,6 @@ for part in "$@"; do
   esac
 done
 for rd in $(printf '%s\n' "${stores[@]}" | sort -u); do echo "== $rd"; python3 bench/search_table.py "$rd"; done > "$OUT/search_table.tsv" 2>&1
-tar czf "$OUT/ready.tgz" -C /tmp "ready_logs$LANE" $(cd /tmp && ls -d "ready${LANE}"_*/records batches_*/records \
-  batchesreuse_*/records tconv_*/records 2>/dev/null)
+tar czf "$OUT/ready.tgz" -C /tmp "ready_logs$LANE" $(cd /tmp && ls -d "ready${LANE}"_*/records \
+  "batches${LANE}"_*/records "batchesreuse${LANE}"_*/records "tconv${LANE}"_*/records 2>/dev/null)
 exit 0

@@ -302,9 +302,14 @@ class Planner:
         ``research``); a new search (or a baseline). It is made for ``opt_batch`` where set. A
         schedule searched here is saved after the model is prepared, with the kernels it settled.
         Raises :class:`PlanError` for a schedule that cannot be used."""
+        import torch
+
+        was = torch.backends.cudnn.benchmark, use_cudnn_search(self.options.cudnn_search)
         try:
             return self._plan(work, device)
-        finally:
+        finally:  # the option holds for this plan's targets only (a later backend in the process sets its own)
+            torch.backends.cudnn.benchmark = was[0]
+            use_cudnn_search(was[1])
             if self._remembered is not None:
                 with contextlib.suppress(OSError):  # a cache that cannot be written fails nothing
                     self._remembered.flush()  # the kernels timed so far serve the next plan, even after a failure
@@ -312,7 +317,6 @@ class Planner:
 
     def _plan(self, work: Workload, device: str) -> Plan:
         o = self.options
-        use_cudnn_search(o.cudnn_search)
         metrics: dict[str, float] = {}
         phase = _Phases(metrics)  # where the optimization cost goes, phase by phase (plan_<phase>_s)
         given = self._load(o.schedule_file, None, "schedule_file") if o.schedule_file else None
@@ -347,7 +351,9 @@ class Planner:
                 metrics.update(found)
                 source = "baseline" if o.schedule in ("sequential", "greedy") else \
                     "saved" if found.get("search_reused") == 1.0 else "searched"
-        if source != "saved" or sched.batch == searched.batch:  # another batch's choices are for other shapes
+        # another batch's choices are for other shapes; choices made among other candidates are timed again
+        if (source != "saved" or sched.batch == searched.batch) and \
+                sched.stats.get("kernel_candidates", 1) == CANDIDATES_VERSION:
             kernels.choices.update({k: v for k, v in sched.stats.get("kernels", {}).items()
                                     if k not in kernels.choices})
         if o.bounds:  # under the configured cost model, so comparable with predicted_ms
@@ -474,7 +480,8 @@ class Planner:
         that a saved or exported schedule runs the same way elsewhere."""
         sched.options["passes"] = list(self.options.passes if passes is None else passes)
         kernels = self._kernels.choices if self._kernels is not None else {}
-        sched.stats.update(channels_last=channels_last, kernels=dict(sorted(kernels.items())))
+        sched.stats.update(channels_last=channels_last, kernels=dict(sorted(kernels.items())),
+                           kernel_candidates=CANDIDATES_VERSION)
 
     def save(self, sched: Schedule, work: Workload, channels_last: bool) -> Path | None:
         """Annotate and save a schedule where :meth:`plan` looks for it next time (None without

@@ -224,5 +224,7 @@ def test_atens_and_tritons_depthwise_kernels_equal_cudnns_in_both_layouts_and_ke
                 assert y.is_contiguous() == x.is_contiguous()
                 torch.testing.assert_close(y, ref, rtol=1e-2, atol=1e-2)
             torch.testing.assert_close(triton_depthwise(relu)(x, w, b), ref.relu(), rtol=1e-2, atol=1e-2)
+    sliced = torch.randn(2, 2 * c, 11, 11, device="cuda", dtype=torch.half)[:, :c]  # NCHW, not dense
+    assert not depthwise_ok(node, sliced)  # its output layout would be a guess: cuDNN's kernel, no choice
     table = KernelTable("auto", lambda calls: [float(i) for i in range(len(calls), 0, -1)], triton_convs=True)
     assert table.impl(node, x, lambda i: None) == "triton" and table.counts()["kernel_depthwise_triton"] == 1.0

@@ -396,6 +396,20 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
         assert weights[-1] is weights[-2] and weights[-1].is_contiguous()  # one NCHW copy of the weights, reused
         torch.testing.assert_close(y1, ref + offset)
         assert torch.equal(y1, y2)
+    # a Triton kernel that fails to compile: what it "timed" was cuDNN's fallback; the fastest of the others runs
+    monkeypatch.setattr(ops, "triton_depthwise", lambda node: lambda x, w, b: x.nonexistent())
+    failing = KernelTable("auto", lambda runs: [r() is None or [3.0, 2.0, 1.0][i] for i, r in enumerate(runs)],
+                          triton_convs=True)
+    run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=failing)
+    torch.testing.assert_close(run.visit_conv(node, x), ref)
+    assert failing.choices == {failing.depthwise_key(node, x): "native"} and "AttributeError" in \
+        failing.failed[failing.depthwise_key(node, x)]
+    # the search's choice (no Triton candidate) and the final model's (with it) are counted once
+    both = KernelTable("auto", lambda runs: [1.0, 2.0, 3.0][:len(runs)])
+    both.impl(node, x, lambda i: None)
+    both.triton_convs = True
+    both.impl(node, x, lambda i: None)
+    assert len(both.choices) == 2 and both.counts()["kernel_depthwise_cudnn"] == 1.0
     asked = []
     slower = KernelTable("auto", lambda runs: asked.append(len(runs)) or [1.0, 3.0, 2.0][:len(runs)])
     assert slower.impl(node, x, lambda i: None) == "cudnn" and slower.counts()["kernel_depthwise_cudnn"] == 1.0

@@ -191,3 +191,27 @@ def test_another_batchs_schedule_that_does_not_fit_is_passed_over(tmp_path):
     first.path.write_text(json.dumps(stranger))
     plan = Planner(options, tmp_path).plan(Workload(graph, 2, "fp32", "cpu"), "cpu")
     assert plan.source == "searched" and plan.schedule.batch == 2
+
+
+def test_kernel_choices_saved_among_other_candidates_are_not_replayed_and_cudnn_search_is_the_plans_own(tmp_path):
+    """A saved schedule's kernel choices seed the next plan only where they were made among today's candidates
+    (``kernel_candidates``: older files chose pools against Inductor's kernel); a plan's cudnn_search is set for
+    its own targets and put back when it ends."""
+    import torch
+
+    from ios_core.runtime import target as target_module
+    from ios_core.runtime.kernels import CANDIDATES_VERSION
+
+    work = _work()
+    options = PlanOptions(part_size=8, select=False, cudnn_search="heuristic")
+    benchmark = torch.backends.cudnn.benchmark
+    first = Planner(options, tmp_path).plan(work, "cpu")
+    assert first.schedule.stats["kernel_candidates"] == CANDIDATES_VERSION
+    assert target_module._cudnn["benchmark"] and torch.backends.cudnn.benchmark == benchmark
+    saved = json.loads(first.path.read_text())
+    saved["stats"]["kernels"] = {"('pool', 'made against Inductor')": "triton"}
+    for version, seeded in ((CANDIDATES_VERSION, True), (2, False)):
+        saved["stats"]["kernel_candidates"] = version
+        first.path.write_text(json.dumps(saved))
+        again = Planner(options, tmp_path).plan(work, "cpu")
+        assert again.source == "saved" and ("('pool', 'made against Inductor')" in again.kernels.choices) == seeded

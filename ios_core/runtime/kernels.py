@@ -54,6 +54,7 @@ KERNEL_MODES = ("auto", "cudnn", "gemm")
 #: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's)
 CANDIDATES_VERSION = 3  # 3: depthwise convolutions have ATen's kernel too
 IMPLS = ("cudnn", "gemm")
+DEPTHWISE_TRITON_ACTS = ("identity", "relu")  # what .triton_depthwise applies in its kernel
 DEPTHWISE = ("cudnn", "native")  # a depthwise convolution's candidates; with triton_convs also .triton_depthwise's
 POOL_IMPLS = ("aten", "triton")
 CONV_TEMPLATE = ("cudnn", "triton")  # a convolution's candidates with ``triton_convs``
@@ -83,8 +84,15 @@ def conv_gemm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch
 
 
 def depthwise_ok(node: Conv, x: torch.Tensor) -> bool:
-    """A depthwise convolution (a group per input channel, several channels) ATen's own CUDA kernel runs."""
-    return x.is_cuda and x.dim() == 4 and node.groups > 1 and node.groups == x.shape[1]
+    """A depthwise convolution (a group per input channel, several channels) on a dense CUDA tensor: ATen's own
+    kernel and the Triton one write their output in the layout the input is dense in (a strided slice would
+    not say which)."""
+    return x.is_cuda and x.dim() == 4 and node.groups > 1 and node.groups == x.shape[1] and dense(x)
+
+
+def depthwise_triton_ok(node: Conv) -> bool:
+    """The Triton depthwise kernel runs ``node``: undilated, its activation (none or ReLU) applied in the kernel."""
+    return node.dilation == (1, 1) and node.act in DEPTHWISE_TRITON_ACTS
 
 
 def conv_native(node: Conv, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -224,7 +232,7 @@ class KernelTable:
         a depthwise one is also timed on :mod:`.triton_depthwise`'s kernel and any other that is not pointwise
         as cuDNN against Triton's template."""
         if self.mode == "auto" and depthwise_ok(node, x):
-            impls = (*DEPTHWISE, "triton") if self.triton_convs else DEPTHWISE
+            impls = (*DEPTHWISE, "triton") if self.triton_convs and depthwise_triton_ok(node) else DEPTHWISE
             return self._choose(self.depthwise_key(node, x), impls, x, run)
         if self.triton_convs and self.mode == "auto" and template_ok(node, x):
             return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
@@ -306,10 +314,9 @@ class KernelTable:
             times = [0.0] + [float("inf")] * (len(impls) - 1)
         self.timings[key] = dict(zip(impls, times))
         self.timed += 1
-        if key in self.failed:  # the Triton candidate did not compile: what it timed was its fallback
-            choice = impls[0]
-        else:
-            choice = min(impls, key=lambda i: (self.timings[key][i], i != impls[0]))
+        if key in self.failed:  # the compiled candidate (the last) did not compile: what it timed was its fallback
+            self.timings[key][impls[-1]] = float("inf")
+        choice = min(impls, key=lambda i: (self.timings[key][i], i != impls[0]))
         self.choices[key] = choice
         self._remember(key, choice)
         return choice
@@ -326,8 +333,10 @@ class KernelTable:
     def counts(self) -> dict[str, float]:
         kinds: dict[str, list[str]] = {"fused": [], "triton_conv": [], "depthwise": [], "": []}
         for k, v in self.choices.items():
-            kinds[next((kind for kind in ("fused", "triton_conv", "depthwise") if k.startswith(f"('{kind}'")),
-                       "")].append(v)
+            kind = next((kind for kind in ("fused", "triton_conv", "depthwise") if k.startswith(f"('{kind}'")), "")
+            if kind == "depthwise" and k.startswith("('depthwise', 'triton'") != self.triton_convs:
+                continue  # the search's choices (without the Triton kernel) where the final model's are counted
+            kinds[kind].append(v)
         fused, templates, used = kinds["fused"], kinds["triton_conv"], kinds[""]
         return {"kernel_ops_timed": float(self.timed), "kernel_reused": float(self.reused),
                 "kernel_conv_triton": float(templates.count("triton")) if self.triton_convs else 0.0,

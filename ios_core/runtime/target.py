@@ -21,12 +21,14 @@ CUDNN_SEARCHES = ("benchmark", "heuristic")
 _cudnn = {"benchmark": True}
 
 
-def use_cudnn_search(mode: str) -> None:
+def use_cudnn_search(mode: str) -> str:
     """Every :class:`TorchTarget` made after this call on CUDA picks cuDNN plans by ``mode`` (one of
-    :data:`CUDNN_SEARCHES`). A shape already run in the process keeps the plan it got."""
+    :data:`CUDNN_SEARCHES`); returns the mode it replaces. A shape already run in the process keeps its plan."""
     if mode not in CUDNN_SEARCHES:
         raise ValueError(f"cudnn_search={mode!r} is invalid; choose one of: {', '.join(CUDNN_SEARCHES)}")
+    previous = "benchmark" if _cudnn["benchmark"] else "heuristic"
     _cudnn["benchmark"] = mode == "benchmark"
+    return previous
 
 
 def parse_channels_last(value: object) -> bool | None:

@@ -16,10 +16,8 @@ from collections.abc import Callable
 import torch
 
 from ..ir.nodes import Conv
+from .kernels import depthwise_triton_ok
 from .triton_pool import BLOCK, MAX_ELEMENTS, WARPS
-
-#: activations applied inside the kernel; any other runs after it (ios_core.interpreters.torch)
-IN_KERNEL = ("identity", "relu")
 
 
 @functools.cache
@@ -74,7 +72,7 @@ def triton_depthwise(node: Conv) -> Callable[..., torch.Tensor]:
     """``node`` (a depthwise convolution, undilated) with its bias and a ReLU or no activation as one Triton
     kernel, called as ``conv(x, w, b)`` on a dense CUDA tensor in either layout (``w`` contiguous: NCHW memory);
     the output is in the input's layout."""
-    if node.dilation != (1, 1) or node.act not in IN_KERNEL:
+    if not depthwise_triton_ok(node):
         raise ValueError(f"node {node.name}: no Triton depthwise kernel for dilation {node.dilation}, "
                          f"activation {node.act}")
     (kh, kw), (sh, sw), (ph, pw) = node.kernel, node.stride, node.padding

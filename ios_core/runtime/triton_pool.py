@@ -22,8 +22,9 @@ from ..ir.nodes import Pool
 
 #: output elements per program and warps per program: 4 elements a lane, loads of 8 bytes in fp16
 BLOCK, WARPS = 512, 4
-#: the kernel indexes with 32-bit integers; larger tensors go to ATen (the candidate fails, see kernels.run_compiled)
-MAX_ELEMENTS = 2**31 - 1
+#: the kernel indexes with 32-bit integers (its last block's lanes included); larger tensors go to ATen (the
+#: candidate fails, see kernels.run_compiled)
+MAX_ELEMENTS = 2**31 - 1 - BLOCK
 
 
 def out_size(size: int, kernel: int, stride: int, pad: int, ceil_mode: bool) -> int:
