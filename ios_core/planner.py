@@ -46,8 +46,9 @@ SCHEDULE_KEYS = ("r", "s", "part_size", "ending", "cost_model", "keep", "select"
                  "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels", "passes")
 #: the options a saved layout choice's file name hashes
 LAYOUT_KEYS = ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes", "layout_screen")
-#: the stage-cost cache's version: bump it when what a cached stage time means changes
-COST_CACHE_VERSION = "v4"  # v4: the Triton pools are ios_core.runtime.triton_pool's, ATen's depthwise kernel
+#: the stage-cost cache's version: bump it when what a cached stage time means changes (a change of the kernel
+#: candidates a stage is timed with is in its key already: CANDIDATES_VERSION)
+COST_CACHE_VERSION = "v3"
 
 Guard = Callable[[], contextlib.AbstractContextManager[Any]] | None
 
@@ -232,9 +233,9 @@ class Planner:
                            guard=self.guard, kernels=self.kernel_table(target))
         import torch
 
-        context = (COST_CACHE_VERSION, work.device_name, torch.__version__, torch.backends.cudnn.version(),
-                   work.batch, work.precision, o.runtime, target.channels_last, o.fuse, o.number, o.repeat, o.cold,
-                   o.kernels, *sorted(o.passes), *o.variant().values())
+        context = (COST_CACHE_VERSION, CANDIDATES_VERSION, work.device_name, torch.__version__,
+                   torch.backends.cudnn.version(), work.batch, work.precision, o.runtime, target.channels_last, o.fuse,
+                   o.number, o.repeat, o.cold, o.kernels, *sorted(o.passes), *o.variant().values())
         path = self.store / "cache" / f"stage_costs-{slug(work.device_name)}.json" if self.store else None
         measured = MeasuredCostModel(timer, CostCache(path), context)
         calibrated = CalibratedCostModel(measured, analytic)
