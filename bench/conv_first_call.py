@@ -8,11 +8,13 @@ Each distinct convolution of the network (after IOS's default passes; NHWC memor
 end (cuDNN picks, or searches for, its execution plan and loads its kernels), then again (the steady state). By
 kind (depthwise, pointwise 1x1, other): count, first-call seconds, steady microseconds, and the slowest first
 calls. ``--depthwise native`` runs depthwise convolutions with cuDNN off (ATen's own CUDA kernel). One process
-per setting: cuDNN keeps the first plan a shape gets for the life of the process."""
+per setting: cuDNN keeps the first plan a shape gets for the life of the process. PyTorch's legacy (v7) cuDNN
+API instead of the graph (v8) one: TORCH_CUDNN_V8_API_DISABLED=1, read once per process."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections import defaultdict
 
@@ -87,7 +89,8 @@ def main() -> None:
         steady[k].append((t2 - t1) / 3 * 1e6)
         slowest.append((t1 - t0, f"{k} {key}"))
     print(f"{a.model} {a.precision} batch {a.batch} search={a.search} depthwise={a.depthwise} "
-          f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()}")
+          f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()} "
+          f"TORCH_CUDNN_V8_API_DISABLED={os.environ.get('TORCH_CUDNN_V8_API_DISABLED', '')}")
     print("kind\tconvs\tfirst_s\tfirst_ms_each\tsteady_us_sum")
     for k in sorted(first):
         print(f"{k}\t{len(first[k])}\t{sum(first[k]):.2f}\t{1e3 * sum(first[k]) / len(first[k]):.1f}\t"

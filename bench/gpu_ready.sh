@@ -8,6 +8,9 @@
 #   tconv:M         Triton convolutions in the kernel choice (issue 42, item 4): M in one fresh store with
 #                   backend.triton_convs=false,true (one sweep, the schedule shared), the second again warm, then
 #                   bench/critical_path.py on both (what stands on the critical path, kernel by kernel)
+#   firstcalls:M1,M2  bench/conv_first_call.py: each distinct convolution's first call in a fresh process, cuDNN's
+#                   plan search on and off, through PyTorch's cuDNN v8 (graph) API and its v7 (legacy) one
+#                   (TORCH_CUDNN_V8_API_DISABLED=1), to $OUT/firstcalls-M.txt
 #   memory:M        bench/memory_probe.py: what a cold and a warm plan of M leave allocated on the GPU
 #   e.g. call (carry .whl):  OUT=dir bash bench/gpu_ready.sh gputests ready:inception_v3,nasnet batches:inception_v3
 # Everything comes back in $OUT/ready.tgz (logs, records) and $OUT/search_table.tsv (bench/search_table.py).
@@ -57,6 +60,16 @@ for part in "$@"; do
                timeout "${PROFILE_S:-120}" python3 bench/critical_path.py --model "$m" --store "/tmp/tconv${LANE}_$m" $t \
                  --out "$OUT/critical-$m${t:+-triton}.tsv" > "$LOGS/critical-$m${t:+-triton}.log" 2>&1
                echo "critical-$m${t:+-triton}: rc=$?" >> "$LOGS/times.txt"
+             done ;;
+    firstcalls:*) IFS=, read -ra models <<< "${part#firstcalls:}"
+             for m in "${models[@]}"; do
+               for api in v8 v7; do
+                 for search in benchmark heuristic; do
+                   TORCH_CUDNN_V8_API_DISABLED=$([ $api = v7 ] && echo 1 || echo 0) timeout "${PROFILE_S:-150}" \
+                     python3 bench/conv_first_call.py --model "$m" --search $search >> "$OUT/firstcalls-$m.txt" 2>&1
+                   echo "firstcalls-$m-$api-$search: rc=$?" >> "$LOGS/times.txt"
+                 done
+               done
              done ;;
     memory:*) m=${part#memory:}  # what a cold and a warm plan leave allocated, by pool and by owner
               timeout "${PROFILE_S:-150}" python3 bench/memory_probe.py --model "$m" > "$LOGS/memory-$m.log" 2>&1

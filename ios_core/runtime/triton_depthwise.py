@@ -10,62 +10,13 @@ unrolled, padded taps masked, float32 accumulation; the bias and a ReLU are appl
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import torch
 
 from ..ir.nodes import Conv
 from .kernels import depthwise_triton_ok
-from .triton_pool import BLOCK, MAX_ELEMENTS, WARPS
-
-
-@functools.cache
-def _kernel():
-    """The Triton program, defined on first use (Triton is imported only where a CUDA convolution is run)."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def depthwise2d(x_ptr, w_ptr, b_ptr, y_ptr, total, CO, H, W, OH, OW, sxn, sxc, sxh, sxw, syn, syc, syh, syw,
-                    KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr,
-                    PW: tl.constexpr, MULT: tl.constexpr, HAS_BIAS: tl.constexpr, RELU: tl.constexpr,
-                    NHWC: tl.constexpr, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        live = i < total
-        if NHWC:  # output elements in memory order: channels innermost
-            co = i % CO
-            rest = i // CO
-            ow = rest % OW
-            rest = rest // OW
-            oh = rest % OH
-            n = rest // OH
-        else:
-            ow = i % OW
-            rest = i // OW
-            oh = rest % OH
-            rest = rest // OH
-            co = rest % CO
-            n = rest // CO
-        h0 = oh * SH - PH
-        w0 = ow * SW - PW
-        base = x_ptr + n * sxn + (co // MULT) * sxc
-        taps = w_ptr + co * (KH * KW)  # the weights: (CO, 1, KH, KW), contiguous
-        acc = tl.zeros([BLOCK], tl.float32)
-        for kh in tl.static_range(KH):
-            for kw in tl.static_range(KW):
-                h = h0 + kh
-                w = w0 + kw
-                inside = live & (h >= 0) & (h < H) & (w >= 0) & (w < W)
-                v = tl.load(base + h * sxh + w * sxw, mask=inside, other=0.0).to(tl.float32)
-                acc += v * tl.load(taps + (kh * KW + kw), mask=live, other=0.0).to(tl.float32)
-        if HAS_BIAS:
-            acc += tl.load(b_ptr + co, mask=live, other=0.0).to(tl.float32)
-        if RELU:
-            acc = tl.maximum(acc, 0.0)
-        tl.store(y_ptr + n * syn + co * syc + oh * syh + ow * syw, acc.to(y_ptr.dtype.element_ty), mask=live)
-
-    return depthwise2d
+from .triton_pool import BLOCK, WARPS, blocks, output_for
 
 
 def triton_depthwise(node: Conv) -> Callable[..., torch.Tensor]:
@@ -79,19 +30,17 @@ def triton_depthwise(node: Conv) -> Callable[..., torch.Tensor]:
     mult = node.out_channels // node.groups
 
     def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-        n, c, h, wd = x.shape
+        from .triton_programs import depthwise2d  # Triton only where a CUDA convolution is run
+
+        if not w.is_contiguous():
+            raise ValueError(f"node {node.name}: the Triton depthwise kernel takes weights in NCHW memory")
+        _, _, h, wd = x.shape
         oh, ow = (h + 2 * ph - kh) // sh + 1, (wd + 2 * pw - kw) // sw + 1
-        nhwc = not x.is_contiguous()  # dense in one of the two layouts (kernels.dense): NHWC where not NCHW
-        y = torch.empty((n, node.out_channels, oh, ow), device=x.device, dtype=x.dtype,
-                        memory_format=torch.channels_last if nhwc else torch.contiguous_format)
-        if max(x.numel(), y.numel()) > MAX_ELEMENTS or not w.is_contiguous():
-            raise ValueError(f"node {node.name}: past the Triton depthwise kernel's 32-bit indexing, or weights "
-                             "not in NCHW memory")
-        total = y.numel()
-        if total:
-            _kernel()[(-(-total // BLOCK),)](x, w, w if b is None else b, y, total, node.out_channels, h, wd, oh, ow,
-                                             *x.stride(), *y.stride(), KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw,
-                                             MULT=mult, HAS_BIAS=b is not None, RELU=node.act == "relu",
-                                             NHWC=nhwc, BLOCK=BLOCK, num_warps=WARPS)
+        y, nhwc = output_for(x, node.out_channels, oh, ow, f"node {node.name}, Triton depthwise convolution")
+        if total := y.numel():
+            depthwise2d[blocks(total)](x, w, w if b is None else b, y, total, node.out_channels, h, wd, oh, ow,
+                                       *x.stride(), *y.stride(), KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw,
+                                       MULT=mult, HAS_BIAS=b is not None, RELU=node.act == "relu", NHWC=nhwc,
+                                       BLOCK=BLOCK, num_warps=WARPS)
         return y
     return conv
