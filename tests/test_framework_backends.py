@@ -65,13 +65,23 @@ def test_onnxruntime_backend_on_the_zoo(bench_cfg, model):
     assert rec.params["ort_cuda_graph"] == rec.params["ort_prefer_nhwc"] == "off"  # a graph only on CUDA
 
 
+@pytest.mark.parametrize("option", ["cuda_graph", "prefer_nhwc"])
 @pytest.mark.parametrize("value,kept", [("auto", "auto"), ("True", "true"), (False, "false")])
-def test_onnxruntime_cuda_graph_takes_auto_true_false(value, kept):
+def test_onnxruntime_cuda_graph_and_nhwc_take_auto_true_false(option, value, kept):
     from harness_plugins.onnxruntime.config import OnnxRuntimeConfig
 
-    assert OnnxRuntimeConfig(cuda_graph=value).cuda_graph == kept  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="backend.cuda_graph"):
-        OnnxRuntimeConfig(cuda_graph="sometimes")
+    assert getattr(OnnxRuntimeConfig(**{option: value}), option) == kept
+    with pytest.raises(ConfigError, match=f"backend.{option}"):
+        OnnxRuntimeConfig(**{option: "sometimes"})
+
+
+def test_onnxruntime_nhwc_kernels_by_default_in_fp16_on_cuda_only():
+    from harness_plugins.onnxruntime.config import OnnxRuntimeConfig
+
+    auto = OnnxRuntimeConfig()
+    assert auto.nhwc("cuda", "fp16") and not auto.nhwc("cuda", "fp32") and not auto.nhwc("cpu", "fp32")
+    assert OnnxRuntimeConfig(prefer_nhwc="true").nhwc("cuda", "fp32")
+    assert not OnnxRuntimeConfig(prefer_nhwc="false").nhwc("cuda", "fp16")
 
 
 def test_onnxruntime_cuda_options():
@@ -89,7 +99,7 @@ def test_onnxruntime_cuda_options():
     ({"backend.name": "onnxruntime", "backend.cuda_graph": "true"},
      "backend.cuda_graph=true needs the CUDA provider (device=cuda, backend.provider=cuda); this run uses "
      "CPUExecutionProvider"),
-    ({"backend.name": "onnxruntime", "backend.prefer_nhwc": True},
+    ({"backend.name": "onnxruntime", "backend.prefer_nhwc": "true"},
      "backend.prefer_nhwc=true needs the CUDA provider (device=cuda, backend.provider=cuda); this run uses "
      "CPUExecutionProvider"),
 ])

@@ -349,6 +349,16 @@ def test_two_sweeps_of_the_same_jobs_get_a_column_each_and_their_own_folder(tmp_
     assert alone.name == "sweep-s1" and "IOS-Both [s1]" not in (alone / "report.md").read_text()
 
 
+def test_a_study_split_over_stores_by_model_reports_as_one_table():
+    """Lanes of one study (a model per GPU, each in its own store) differ only in where results go: one column
+    per backend, not one per store."""
+    runs = [run("IOS-Both", "a", 2.0, backend="ios", tracking__results_dir="/tmp/s0"),
+            run("PyTorch", "a", 4.0, backend="pytorch", tracking__results_dir="/tmp/s0"),
+            run("IOS-Both", "b", 1.0, backend="ios", tracking__results_dir="/tmp/s1", tracking="off")]
+    values = build_tables(runs, LAYOUTS["frameworks"], "backend:ios")[0]
+    assert values.cols == ["IOS-Both", "PyTorch"] and "| b | 1.000 | missing |" in values.markdown()
+
+
 def test_the_report_has_a_usage_table_for_runs_that_measured_memory_and_energy():
     from harness.report.runs import Run
     from harness.report.tables import usage_table

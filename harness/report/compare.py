@@ -24,8 +24,7 @@ def _key(run: Run, keys: list[str]) -> str:
 
 
 def _keys(base: list[Run], cand: list[Run]) -> list[str]:
-    keys = list(dict.fromkeys(["model", *varying_keys(base), *varying_keys(cand)]))
-    return [k for k in keys if not k.startswith(("tracking.", "hydra"))]
+    return list(dict.fromkeys(["model", *varying_keys(base), *varying_keys(cand)]))
 
 
 @dataclass

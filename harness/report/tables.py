@@ -99,12 +99,15 @@ def ordered(values: list[str]) -> list[str]:
 
 
 def varying_keys(runs: list[Run]) -> list[str]:
-    """Override keys whose values differ between the sweep's jobs, in command order."""
+    """Override keys whose values differ between the sweep's jobs, in command order. Where results go
+    (``tracking``) and Hydra's own settings never tell jobs apart: sweeps of one study split over several
+    stores (a lane per GPU) report as one."""
     keys: dict[str, set[str]] = {}
     for run in runs:
         for o in run.overrides:
             k, _, v = o.lstrip("+~").partition("=")
-            keys.setdefault(k, set()).add(v)
+            if not k.startswith(("tracking", "hydra")):
+                keys.setdefault(k, set()).add(v)
     return [k for k, vals in keys.items() if len(vals) > 1]
 
 

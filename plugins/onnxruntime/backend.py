@@ -45,7 +45,8 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
                     "tensorrt": f"install TensorRT 10 and onnxruntime-gpu ({gpu})"}
             raise BackendError(f"onnxruntime {ort.__version__} here has no {name} (it has {', '.join(available)}); "
                                f"{hint.get(provider, '')}")
-        for option, wanted in (("cuda_graph", self.cfg.cuda_graph == "true"), ("prefer_nhwc", self.cfg.prefer_nhwc)):
+        nhwc = self.cfg.nhwc(provider, precision)
+        for option, wanted in (("cuda_graph", self.cfg.cuda_graph == "true"), ("prefer_nhwc", nhwc)):
             if wanted and provider != "cuda":
                 raise BackendError(f"backend.{option}=true needs the CUDA provider (device=cuda, "
                                    f"backend.provider=cuda); this run uses {name}")
@@ -55,7 +56,7 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
 
         def build(cuda_graph: bool) -> tuple[Any, Any, Any]:
             sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads,
-                           cuda_graph, self.cfg.prefer_nhwc)
+                           cuda_graph, nhwc)
             return (sess, *callables(sess, batch, model.input_shape, cuda_graph))
 
         graph = provider == "cuda" and self.cfg.cuda_graph != "false"
@@ -76,7 +77,7 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
                                 "ort_graph_optimization": self.cfg.graph_optimization,
                                 "ort_model_dtype": "float16" if precision == "fp16" else "float32",
                                 "ort_cuda_graph": "on" if graph else "off",
-                                "ort_prefer_nhwc": "on" if self.cfg.prefer_nhwc else "off"},
+                                "ort_prefer_nhwc": "on" if nhwc else "off"},
                         artifacts={}, notes=notes)
 
 

@@ -22,12 +22,21 @@ class OnnxRuntimeConfig(BackendConfig):
     #: false: off. (A str field, so that Hydra can hand it `auto`; `true` arrives as 'True'.)
     cuda_graph: str = "auto"
     #: CUDA provider: convolutions and pools in ONNX Runtime's NHWC kernels, the layout cuDNN's tensor-core
-    #: kernels read. For fp16, where NCHW ran slower than fp32 (H100, 2026-11-27, CUDA graph on: squeezenet 0.63
-    #: vs 0.48 ms, randwire 6.3 vs 4.0); off by default until it is measured on a GPU
-    prefer_nhwc: bool = False
+    #: kernels read. auto: in fp16 only, where they were faster on three of the four networks and slower in
+    #: fp32 on all four (H100, 2026-11-27, CUDA graph on: inception_v3 fp16 0.95 vs 1.38 ms, nasnet 7.5 vs 8.2,
+    #: squeezenet 0.55 vs 0.63, randwire 6.6 vs 6.3; fp32 3-25% slower); true: always; false: never.
+    prefer_nhwc: str = "auto"
+
+    def nhwc(self, provider: str, precision: str) -> bool:
+        """Whether this run asks for the NHWC kernels (``auto``: fp16 on the CUDA provider)."""
+        if self.prefer_nhwc == "auto":
+            return provider == "cuda" and precision == "fp16"
+        return self.prefer_nhwc == "true"
 
     def check(self) -> None:
         choose("backend.provider", self.provider, ("auto", *PROVIDERS))
         choose("backend.graph_optimization", self.graph_optimization, LEVELS)
         self.cuda_graph = str(self.cuda_graph).lower()
         choose("backend.cuda_graph", self.cuda_graph, ("auto", "true", "false"))
+        self.prefer_nhwc = str(self.prefer_nhwc).lower()
+        choose("backend.prefer_nhwc", self.prefer_nhwc, ("auto", "true", "false"))
