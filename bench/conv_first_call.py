@@ -2,14 +2,16 @@
 7-10 s preparing with nothing searched or compiled, inception_v3 about 1 s).
 
     python bench/conv_first_call.py --model nasnet [--precision fp16] [--batch 1] [--search benchmark|heuristic]
-                                    [--depthwise cudnn|native]
+                                    [--depthwise cudnn|native] [--threads N]
 
 Each distinct convolution of the network (after IOS's default passes; NHWC memory) is run once and timed to its
 end (cuDNN picks, or searches for, its execution plan and loads its kernels), then again (the steady state). By
 kind (depthwise, pointwise 1x1, other): count, first-call seconds, steady microseconds, and the slowest first
 calls. ``--depthwise native`` runs depthwise convolutions with cuDNN off (ATen's own CUDA kernel). One process
 per setting: cuDNN keeps the first plan a shape gets for the life of the process. PyTorch's legacy (v7) cuDNN
-API instead of the graph (v8) one: TORCH_CUDNN_V8_API_DISABLED=1, read once per process."""
+API instead of the graph (v8) one: TORCH_CUDNN_V8_API_DISABLED=1, read once per process. ``--threads N``: the
+first calls from N threads at once (cuDNN builds plans on the host: whether a warm rerun could build them in
+parallel), timed as one wall time before the per-kind steady state."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import argparse
 import os
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +56,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--search", default="benchmark", choices=("benchmark", "heuristic"))
     ap.add_argument("--depthwise", default="cudnn", choices=("cudnn", "native"))
+    ap.add_argument("--threads", type=int, default=0, help="first calls from this many threads at once")
     a = ap.parse_args()
     torch.backends.cudnn.benchmark = a.search == "benchmark"
     dtype = torch.float16 if a.precision == "fp16" else torch.float32
@@ -62,6 +66,7 @@ def main() -> None:
     first: dict[str, list[float]] = defaultdict(list)
     steady: dict[str, list[float]] = defaultdict(list)
     slowest: list[tuple[float, str]] = []
+    runs = []
     for node, (c, h, w) in convs(graph):
         key = (c, h, w, node.out_channels, node.kernel, node.stride, node.padding, node.groups, node.dilation)
         if key in seen:
@@ -74,8 +79,17 @@ def main() -> None:
         native = k == "depthwise" and a.depthwise == "native"
 
         def run(x=x, wt=wt, node=node, native=native) -> None:
-            with torch.backends.cudnn.flags(enabled=not native, benchmark=torch.backends.cudnn.benchmark):
+            with torch.backends.cudnn.flags(enabled=not native, benchmark=a.search == "benchmark"):
                 F.conv2d(x, wt, None, node.stride, node.padding, node.dilation, node.groups)
+        runs.append((k, key, run))
+    parallel_s = None
+    if a.threads:  # every first call at once; the per-shape first calls below are then the second
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(a.threads) as pool:
+            list(pool.map(lambda r: (r[2](), torch.cuda.synchronize()), runs))
+        parallel_s = time.perf_counter() - t0
+    for k, key, run in runs:
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         run()
@@ -91,6 +105,8 @@ def main() -> None:
     print(f"{a.model} {a.precision} batch {a.batch} search={a.search} depthwise={a.depthwise} "
           f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()} "
           f"TORCH_CUDNN_V8_API_DISABLED={os.environ.get('TORCH_CUDNN_V8_API_DISABLED', '')}")
+    if parallel_s is not None:
+        print(f"parallel first calls\t{len(runs)} convs\t{a.threads} threads\t{parallel_s:.2f} s")
     print("kind\tconvs\tfirst_s\tfirst_ms_each\tsteady_us_sum")
     for k in sorted(first):
         print(f"{k}\t{len(first[k])}\t{sum(first[k]):.2f}\t{1e3 * sum(first[k]) / len(first[k]):.1f}\t"
