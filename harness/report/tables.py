@@ -325,12 +325,23 @@ def usage_table(runs: list[Run]) -> Table | None:
     measured = [r for r in runs if any(r.metric(m) is not None for m in USAGE.values())]
     if not measured:
         return None
-    t = Table("what each job used (GPU memory, energy of the timed calls)", "job", [], list(USAGE), digits=3,
-              geomean=False)
+    t = Table("what each job used (GPU memory, energy of the timed calls)", "job", [], [*USAGE, "memory read from"],
+              digits=3, geomean=False)
     for run in measured:
         name = f"{run.value('model')} {run.label} bs{run.value('batch')}"
         t.rows.append(name)
         for col, key in USAGE.items():
             v = run.metric(key)
             t.cells[(name, col)] = v if v is not None else "-"
+        t.cells[(name, "memory read from")] = memory_source(run)
     return t
+
+
+def memory_source(run: Run) -> str:
+    """Where a run's peak memory came from: PyTorch's allocator is the model's own peak; NVML's used memory is
+    the whole GPU's, pools a framework reserves up front included (JAX takes 75% of the GPU when it starts)."""
+    if run.metric("memory_peak_torch_mb") is not None:
+        return "PyTorch allocator peak"
+    if run.metric("memory_used_nvml_mb") is not None:
+        return "GPU used (NVML), reserved pools included"
+    return "-"
