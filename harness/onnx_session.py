@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from .backend import BackendError
+
 LEVELS = ("disable", "basic", "extended", "all")  # ONNX Runtime's graph optimization levels
 
 
@@ -24,7 +26,22 @@ def session(model: Any, provider: str, precision: str, level: str = "all", threa
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[level]
     opts.intra_op_num_threads = threads  # 0: ONNX Runtime decides
     options = cuda_options(precision, cuda_graph, prefer_nhwc) if provider == "CUDAExecutionProvider" else {}
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=[(provider, options)])
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=[(provider, options)])
+    got = sess.get_providers()[0]
+    if got != provider:  # ONNX Runtime falls back, with a log line, where a provider's libraries fail to load
+        hint = FALLBACK_HINTS.get(provider, "")
+        raise BackendError(f"ONNX Runtime could not start {provider} and fell back to {got} (its log above says "
+                           f"why); this run would not be what it is named{': ' + hint if hint else ''}")
+    return sess
+
+
+#: what to do where ONNX Runtime could not start a provider it lists as available
+FALLBACK_HINTS = {
+    "TensorrtExecutionProvider": "install TensorRT 10 (pip install -e '.[tensorrt]' --extra-index-url "
+                                 "https://pypi.nvidia.com) or use backend.provider=cuda",
+    "CUDAExecutionProvider": "onnxruntime-gpu needs the CUDA 13 and cuDNN 9 libraries of the CUDA build of torch "
+                             "(pip install -e '.[onnxruntime-gpu]' beside it)",
+}
 
 
 def cuda_options(precision: str, cuda_graph: bool, prefer_nhwc: bool) -> dict[str, str]:

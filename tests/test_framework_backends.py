@@ -84,6 +84,28 @@ def test_onnxruntime_nhwc_kernels_by_default_in_fp16_on_cuda_only():
     assert not OnnxRuntimeConfig(prefer_nhwc="false").nhwc("cuda", "fp16")
 
 
+@pytest.mark.parametrize("asked,hint", [("TensorrtExecutionProvider", "install TensorRT 10"),
+                                        ("CUDAExecutionProvider", "CUDA 13 and cuDNN 9 libraries")])
+def test_an_onnxruntime_session_that_fell_back_to_another_provider_is_refused(monkeypatch, asked, hint):
+    """ONNX Runtime runs on the CPU (or CUDA, for TensorRT) where the asked provider's libraries fail to load,
+    with only a log line: a run named after the asked one would measure another."""
+    ort = pytest.importorskip("onnxruntime")
+    from harness.backend import BackendError
+    from harness.onnx_session import session
+
+    class FellBack:
+        def __init__(self, model, options, providers):
+            assert providers[0][0] == asked
+
+        def get_providers(self):
+            return ["CPUExecutionProvider"]
+
+    monkeypatch.setattr(ort, "InferenceSession", FellBack)
+    model = type("Model", (), {"SerializeToString": lambda self: b""})()
+    with pytest.raises(BackendError, match=f"could not start {asked} and fell back to CPUExecutionProvider.*{hint}"):
+        session(model, asked, "fp32")
+
+
 def test_onnxruntime_cuda_options():
     from harness.onnx_session import cuda_options
 
