@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--depthwise", default="cudnn", choices=("cudnn", "native"))
     ap.add_argument("--threads", type=int, default=0, help="first calls from this many threads at once")
     a = ap.parse_args()
+    if a.threads and a.depthwise == "native":
+        ap.error("--threads with --depthwise native: cuDNN's on/off flag is process-wide, threads would race on it")
     torch.backends.cudnn.benchmark = a.search == "benchmark"
     dtype = torch.float16 if a.precision == "fp16" else torch.float32
     graph, _ = apply_passes(build_model(a.model), list(DEFAULT_PASSES))
@@ -83,7 +85,8 @@ def main() -> None:
                 F.conv2d(x, wt, None, node.stride, node.padding, node.dilation, node.groups)
         runs.append((k, key, run))
     parallel_s = None
-    if a.threads:  # every first call at once; the per-shape first calls below are then the second
+    if a.threads:  # every first call at once; PyTorch keeps cuDNN plans per thread, so the calls below (this
+        # thread's own first ones) show what a plan build from other threads leaves to the thread that runs
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         with ThreadPoolExecutor(a.threads) as pool:

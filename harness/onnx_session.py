@@ -38,7 +38,7 @@ def session(model: Any, provider: str, precision: str, level: str = "all", threa
 #: what to do where ONNX Runtime could not start a provider it lists as available
 FALLBACK_HINTS = {
     "TensorrtExecutionProvider": "install TensorRT 10 (pip install -e '.[tensorrt]' --extra-index-url "
-                                 "https://pypi.nvidia.com) or use backend.provider=cuda",
+                                 "https://pypi.nvidia.com) or run the CUDA provider",
     "CUDAExecutionProvider": "onnxruntime-gpu needs the CUDA 13 and cuDNN 9 libraries of the CUDA build of torch "
                              "(pip install -e '.[onnxruntime-gpu]' beside it)",
 }

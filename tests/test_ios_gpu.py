@@ -188,11 +188,14 @@ def test_triton_pools_equal_atens_in_fp16_and_a_heuristic_cudnn_plan_matches_the
     from ios_core.runtime.target import use_cudnn_search
 
     work = Workload(build_model("inception_v3", **SMALL["inception_v3"]), 1, "fp16", "gpu-test")
-    torch.backends.cudnn.benchmark = True
-    plan = Planner(PlanOptions(schedule="ios-both", part_size=6, cudnn_search="heuristic"), tmp_path).plan(
-        work, "cuda")
-    # the option held for the plan only: the process's setting and the next plan's default are back
-    assert torch.backends.cudnn.benchmark and use_cudnn_search("benchmark") == "benchmark"
+    was, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, True
+    try:
+        plan = Planner(PlanOptions(schedule="ios-both", part_size=6, cudnn_search="heuristic"), tmp_path).plan(
+            work, "cuda")
+        # the option held for the plan only: the process's setting and the next plan's default are back
+        assert torch.backends.cudnn.benchmark and use_cudnn_search("benchmark") == "benchmark"
+    finally:
+        torch.backends.cudnn.benchmark = was
     assert plan.metrics["kernel_pool_triton"] + plan.metrics["kernel_pool_aten"] > 0
     xin = seeded_input(work.graph, 1, 0)
     assert rel_err(plan.target.to_numpy(plan.infer(plan.load_input(xin))), reference_forward(work.graph, xin)) < 2e-2

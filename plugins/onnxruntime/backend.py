@@ -64,8 +64,8 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
         try:
             sess, infer, load = build(graph)
         except Exception as exc:
-            if not graph or self.cfg.cuda_graph == "true":
-                raise
+            if not graph or self.cfg.cuda_graph == "true" or isinstance(exc, BackendError):
+                raise  # BackendError: the provider itself did not start, the graph is not the matter
             why = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
             notes.append(f"no CUDA graph: ONNX Runtime could not capture this model ({why})")
             graph = False
