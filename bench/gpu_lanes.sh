@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bench scripts side by side on a host with several GPUs: each argument is one lane, a command run with
 # CUDA_VISIBLE_DEVICES set to the lane's index (0, 1, ...), LANE=<index>, OUT=/tmp/lanes/<index> and the project
-# installed once (SITE_READY), all lanes at once; each is cut at LANE_S seconds (default 540) so what it finished
+# installed once (SITE_READY), all lanes at once; each is cut at LANE_S seconds (default 540; never later than the
+# call's CALL_S, 600, less MARGIN_S, 60, for the lanes' stop, the tar and the way back) so what it finished
 # still comes back (whitespace separates the overrides in a lane's ARGS). The lanes share the host's CPU cores: costs measured beside a compiling lane are a crowded
 # machine's (say so where they are reported). Everything comes back in $OUT/lanes.tgz (each lane's output folder,
 # the gpu_ready logs and every store's records) and, per lane, its tables: lane<i>-search_table.tsv (IOS) and
@@ -16,12 +17,16 @@ rm -rf /tmp/lanes  # a warm machine keeps /tmp: no lane reports an earlier call'
 mkdir -p "$FINAL" /tmp/lanes
 source bench/gpu_site.sh /tmp/lanes
 nvidia-smi -L >> /tmp/lanes/versions.txt; nproc >> /tmp/lanes/versions.txt
+# the lanes end in time for the tar and the way back inside the call's limit (CALL_S, the device's 600 s): a call
+# whose lanes ran to 579 s of 600 came back with rc -1 and no files (2026-11-27; its /tmp was fetched by a second call)
+LANE_S=$(( ${LANE_S:-540} < ${CALL_S:-600} - SECONDS - ${MARGIN_S:-60} ? ${LANE_S:-540} : ${CALL_S:-600} - SECONDS - ${MARGIN_S:-60} ))
+echo "lanes cut at $LANE_S s" >> /tmp/lanes/lanes.txt
 i=0
 for lane in "$@"; do
   mkdir -p "/tmp/lanes/$i"
   echo "$i: $lane" >> /tmp/lanes/lanes.txt
   (t0=$SECONDS
-   CUDA_VISIBLE_DEVICES=$i LANE=$i OUT=/tmp/lanes/$i SITE_READY=1 timeout -s INT -k 20 "${LANE_S:-540}" \
+   CUDA_VISIBLE_DEVICES=$i LANE=$i OUT=/tmp/lanes/$i SITE_READY=1 timeout -s INT -k 20 "$LANE_S" \
      bash -c "$lane" > "/tmp/lanes/$i/lane.log" 2>&1
    echo "lane $i: rc=$? $((SECONDS - t0)) s" >> /tmp/lanes/lanes.txt) &
   i=$((i + 1))
