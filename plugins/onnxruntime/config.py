@@ -9,6 +9,8 @@ from harness.onnx_session import LEVELS
 
 #: backend.provider -> ONNX Runtime's execution provider
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
+#: the CUDA provider's auto/true/false settings
+SWITCHES = ("cuda_graph", "prefer_nhwc")
 
 
 @dataclass
@@ -36,7 +38,6 @@ class OnnxRuntimeConfig(BackendConfig):
     def check(self) -> None:
         choose("backend.provider", self.provider, ("auto", *PROVIDERS))
         choose("backend.graph_optimization", self.graph_optimization, LEVELS)
-        self.cuda_graph = str(self.cuda_graph).lower()
-        choose("backend.cuda_graph", self.cuda_graph, ("auto", "true", "false"))
-        self.prefer_nhwc = str(self.prefer_nhwc).lower()
-        choose("backend.prefer_nhwc", self.prefer_nhwc, ("auto", "true", "false"))
+        for key in SWITCHES:  # Hydra hands `true` to a str field as 'True'
+            setattr(self, key, str(getattr(self, key)).lower())
+            choose(f"backend.{key}", getattr(self, key), ("auto", "true", "false"))
