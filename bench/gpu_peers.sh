@@ -19,7 +19,8 @@
 #   call (carry .whl, .whl_ort_4):  bash bench/ort_wheel.sh stage 4 && bash bench/ort_wheel.sh install &&
 #                                   OUT=dir bash bench/gpu_peers.sh ort
 # $OUT gets the logs (one per part), records.tgz, summary.txt (each run's summary line) and times.txt. NETS (comma
-# separated) and RD (the store) may be given: lanes side by side (bench/gpu_lanes.sh) split the networks.
+# separated), RD (the store) and MA_MODES (ma-modes' compile modes, comma separated) may be given: lanes side by side
+# (bench/gpu_lanes.sh) split the networks, or the modes.
 set -uo pipefail
 OUT=${OUT:-results/peers}
 RD=${RD:-/tmp/peers_results}
@@ -39,7 +40,7 @@ MA="backend=pytorch_max_autotune precision=fp16 backend.compile_timeout_s=${COMP
 ATEN="model=$NETS $MA backend.autotune_conv_backends=ATEN"  # cuDNN convolutions; GEMMs autotuned
 VENDOR="$ATEN backend.autotune_gemm_backends=ATEN"  # cuDNN and cuBLAS: nothing compiled per template
 MODES="model=$NETS backend=pytorch_max_autotune_vendor precision=fp16 backend.compile_timeout_s=${COMPILE_S:-500}
-  backend.compile_mode=max-autotune,max-autotune-no-cudagraphs backend.compile_threads=${THREADS:-0}"
+  backend.compile_mode=${MA_MODES:-max-autotune,max-autotune-no-cudagraphs} backend.compile_threads=${THREADS:-0}"
 WARM=sweep.rerun=true  # the same sweep again, measured anew: its caches are the cold part's
 for spec in "$@"; do
   part=${spec%@*} batch=1
