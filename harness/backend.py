@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,13 @@ class MissingDependency(BackendError):
     pass
 
 
+class AllocatorStats(NamedTuple):
+    """A device allocator's bytes in use now and its peak since the process began (JAX cannot reset it)."""
+
+    in_use: float
+    peak: float
+
+
 @dataclass
 class Prepared:
     """A backend's compiled model bound to a device.
@@ -68,6 +75,10 @@ class Prepared:
     device_name: str = ""
     check_output: bool = True
     notes: list[str] = field(default_factory=list)  # what the reader must know, first in the summary line
+    #: a backend with its own device allocator (JAX): ``() -> AllocatorStats | None``, read when the timed loop
+    #: starts and ends, so the run's memory is the model's and not the whole GPU's (NVML's used memory counts
+    #: the 75% of the GPU JAX reserves when it starts)
+    memory_stats: Callable[[], AllocatorStats | None] | None = None
 
 
 class Backend(ABC, Generic[ConfigT]):

@@ -166,6 +166,24 @@ def test_energy_per_inference_and_memory_from_nvml():
     assert "energy_per_inference_mj" not in old.metrics()
 
 
+def test_a_backends_own_allocator_is_read_before_nvmls_whole_gpu():
+    """JAX reserves 75% of the GPU when it starts: NVML's used memory (61.9 GB on an H100) is not the model's,
+    its allocator's peak is; what it held when the loop began is read at the start, the peak at the end."""
+    from harness.backend import AllocatorStats
+    from harness.machine.usage import MB, UsageMeter
+
+    readings = [AllocatorStats(80 * MB, 300 * MB), AllocatorStats(90 * MB, 310 * MB)]
+    meter = UsageMeter("cuda", EnergyNVML([0.0, 0.0]), 0, allocator=lambda: readings.pop(0)).start()
+    meter.stop(calls=5)
+    m = meter.metrics()
+    assert m["memory_held_mb"] == 80.0 and m["memory_peak_allocator_mb"] == 310.0
+    assert m["memory_peak_mb"] == 310.0 and m["memory_used_nvml_mb"] == 3072.0
+    assert not readings
+    plain = UsageMeter("cuda", EnergyNVML([0.0, 0.0]), 0, allocator=lambda: None).start()  # no counters (CPU)
+    plain.stop(calls=5)
+    assert plain.metrics()["memory_peak_mb"] == 3072.0 and "memory_peak_allocator_mb" not in plain.metrics()
+
+
 def test_the_memory_peak_is_the_timed_loops_and_preparation_is_apart(monkeypatch):
     """A search that timed stages with 600 MB is not what the model takes to run (60 MB): the allocator's peak
     is read and reset when the timed loop starts."""

@@ -28,6 +28,21 @@ def test_jax_conversion_is_exact(model):
     assert rel_err(np.asarray(y), reference_forward(g, x)) < 1e-4
 
 
+def test_jax_reads_its_allocator_where_it_keeps_counters():
+    """On the CPU JAX keeps no allocator counters: no figure, so the meter falls back (on a GPU they are the
+    model's memory, where NVML's counts the pool JAX reserves)."""
+    jax = pytest.importorskip("jax")
+    from harness.backend import AllocatorStats
+    from plugins.jax.backend import allocator_stats
+
+    assert allocator_stats(jax.devices("cpu")[0]) is None
+
+    class Gpu:
+        def memory_stats(self):
+            return {"bytes_in_use": 2048, "peak_bytes_in_use": 4096, "bytes_limit": 60 << 30}
+    assert allocator_stats(Gpu()) == AllocatorStats(2048.0, 4096.0)
+
+
 def test_jax_pool_edge_cases():
     """ceil_mode and count_include_pad=False, as ONNX imports produce them."""
     pytest.importorskip("jax")

@@ -308,7 +308,8 @@ def test_triton_pool_refuses_what_it_has_no_kernel_for():
 
 
 def test_triton_pools_and_depthwise_convs_equal_atens_under_tritons_interpreter():
-    """The kernels' indexing, masks, divisors and channel multipliers, run by Triton's CPU interpreter where
+    """The kernels' indexing, masks, divisors and channel multipliers (and a depthwise convolution over two
+    channel tiles of 64), run by Triton's CPU interpreter where
     Triton is installed (tests/test_ios_gpu.py runs them on the GPU in fp16). A process of its own: Triton reads
     TRITON_INTERPRET when its library is imported."""
     pytest.importorskip("triton")
@@ -339,6 +340,10 @@ for k, s, p, mult, act in ((3, 1, 1, 1, "identity"), (5, 2, 2, 1, "relu"), (3, 2
         ref = ref.relu() if act == "relu" else ref
         y = triton_depthwise(node)(x, w, b)
         assert y.shape == ref.shape and torch.allclose(y, ref, atol=1e-5), (k, s, p, mult, act)
+wide = Conv(name="w", inputs=[[Value("x", 0, 70)]], out_channels=70, kernel=3, stride=1, padding=1, groups=70,
+            act="identity")
+w70, x70 = torch.randn(70, 1, 3, 3), torch.randn(3, 70, 6, 5).to(memory_format=torch.channels_last)
+assert torch.allclose(triton_depthwise(wide)(x70, w70, None), F.conv2d(x70, w70, None, 1, 1, groups=70), atol=1e-5)
 print("ok", len({_POOL_CASES!r}))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

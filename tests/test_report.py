@@ -370,8 +370,11 @@ def test_the_report_has_a_usage_table_for_runs_that_measured_memory_and_energy()
     assert usage_table([run("PyTorch", {"memory_peak_rss_mb": 300.0})]) is None  # CPU runs: no table
     t = usage_table([run("IOS-Both", {"memory_peak_mb": 512.0, "memory_peak_torch_mb": 512.0,
                                       "energy_per_inference_mj": 12.5, "power_mean_w": 250.0}),
-                     run("ORT", {"memory_peak_mb": 900.0, "memory_used_nvml_mb": 900.0})])
-    assert t is not None and t.rows == ["m IOS-Both bs1", "m ORT bs1"]
+                     run("ORT", {"memory_peak_mb": 900.0, "memory_used_nvml_mb": 900.0}),
+                     run("JAX", {"memory_peak_mb": 95.0, "memory_peak_allocator_mb": 95.0,
+                                 "memory_used_nvml_mb": 61857.0})])
+    assert t is not None and t.rows == ["m IOS-Both bs1", "m ORT bs1", "m JAX bs1"]
+    assert t.text("m JAX bs1", "memory read from") == "the backend's allocator peak, since it started"
     assert t.text("m IOS-Both bs1", "energy mJ / inference") == "12.500" and t.text("m ORT bs1", "mean power W") == "-"
     assert t.text("m IOS-Both bs1", "memory read from") == "PyTorch allocator peak"
     assert t.text("m ORT bs1", "memory read from") == "GPU used (NVML), reserved pools included"

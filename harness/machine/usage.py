@@ -6,7 +6,9 @@ and apart the peak of its preparation before (``memory_prepare_peak_mb``: IOS's 
 6 GB at batch 128 where the model runs in less) and what the prepared model held when the loop began
 (``memory_held_mb``: weights, captured graphs' pools, whatever the preparation left allocated); else the
 GPU's used memory as NVML reports it after the timed loop (a backend with its own allocator: ONNX Runtime,
-TensorRT, TVM, JAX); on the CPU the child's peak resident set. Energy: NVML's total-energy counter (mJ since the
+TensorRT, TVM), or where the backend reads its own allocator (JAX: ``Prepared.memory_stats``) that allocator's
+peak and what it held when the loop began (NVML's figure counts the 75% of the GPU JAX reserves when it
+starts); on the CPU the child's peak resident set. Energy: NVML's total-energy counter (mJ since the
 driver loaded; Volta and newer) read before and after the timed loop, divided by the calls made, and the mean
 power over the loop. The counter is the whole GPU's: another
 process on the same GPU adds its energy (the load-aware launcher gives the device to one measurement)."""
@@ -16,7 +18,12 @@ from __future__ import annotations
 import resource
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..backend import AllocatorStats
 
 MB = 2 ** 20
 
@@ -28,6 +35,7 @@ class UsageMeter:
     device: str
     nvml: Any = None
     index: int = 0
+    allocator: Callable[[], AllocatorStats | None] | None = None  # the backend's own (``Prepared.memory_stats``)
     _energy0: float | None = field(default=None, init=False)
     _t0: float = field(default=0.0, init=False)
     _out: dict[str, float] = field(default_factory=dict, init=False)
@@ -46,6 +54,9 @@ class UsageMeter:
     def start(self) -> UsageMeter:
         if self.device == "cuda":
             self._out.update(_prepare_peak())
+            held = self._allocator_stats()
+            if held is not None:
+                self._out["memory_held_mb"] = held.in_use / MB
         self._energy0 = self._energy_mj()
         self._t0 = time.perf_counter()
         return self
@@ -70,15 +81,28 @@ class UsageMeter:
             peak = 0.0
         if peak > 0:
             out["memory_peak_torch_mb"] = peak / MB
+        own = self._allocator_stats()
+        if own is not None:
+            out["memory_peak_allocator_mb"] = own.peak / MB
         if self.nvml is not None:
             try:
                 out["memory_used_nvml_mb"] = float(self.nvml.nvmlDeviceGetMemoryInfo(self._handle()).used) / MB
             except Exception:
                 pass
-        headline = out.get("memory_peak_torch_mb", out.get("memory_used_nvml_mb"))
+        headline = next((out[k] for k in ("memory_peak_torch_mb", "memory_peak_allocator_mb", "memory_used_nvml_mb")
+                         if k in out), None)
         if headline is not None:
             out["memory_peak_mb"] = headline
         return out
+
+    def _allocator_stats(self) -> AllocatorStats | None:
+        """The backend's own allocator's counters, where it has one and they can be read."""
+        if self.allocator is None:
+            return None
+        try:
+            return self.allocator()
+        except Exception:  # noqa: BLE001 - a runtime without the counters: NVML's figure stands
+            return None
 
     def metrics(self) -> dict[str, float]:
         return dict(self._out)

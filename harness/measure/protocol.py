@@ -298,7 +298,7 @@ def _time(spec: RunSpec, p: _Prepared, nvml: Any, clock_target_mhz: float,
     with exclusive():  # under the load-aware launcher: the device to itself while timing
         nvml_gpu = nvml_index(nvml, cfg.device.index)
         sampler = ClockSampler(nvml, nvml_gpu, cfg.device.sample_interval_ms / 1e3).start()
-        meter = UsageMeter(spec.device, nvml, nvml_gpu)
+        meter = UsageMeter(spec.device, nvml, nvml_gpu, p.prep.memory_stats)
         try:
             host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x, meter)
         finally:

@@ -19,7 +19,8 @@ ATen's (bench/conv_first_call.py), so a network of separable convolutions (NASNe
 of a warm rerun building cuDNN plans; where another kernel is as fast, a later run never asks cuDNN for
 that shape. In the captured model at batch 1 cuDNN's kernel was the faster on 40 of NASNet's and
 RandWire's 41 shapes against ATen's (which reads NCHW: an NHWC model pays two layout copies around it),
-and on 28 of 33 against the Triton one (BENCHMARKS.md).
+and on 28 of 33 against the first Triton one, which computed an element per lane (BENCHMARKS.md); the Triton
+kernel now works on tiles of pixels by channels (CANDIDATES_VERSION 4; not yet timed on a GPU).
 
 Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
@@ -51,8 +52,9 @@ from ..ir.ops import OPS
 
 KERNEL_MODES = ("auto", "cudnn", "gemm")
 #: part of the context the store keeps kernel choices under: a choice timed against another implementation
-#: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's)
-CANDIDATES_VERSION = 3  # 3: depthwise convolutions have ATen's kernel too
+#: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's; 3: depthwise
+#: convolutions have ATen's kernel too; 4: the Triton depthwise kernel works on tiles)
+CANDIDATES_VERSION = 4
 IMPLS = ("cudnn", "gemm")
 DEPTHWISE_TRITON_ACTS = ("identity", "relu")  # what .triton_depthwise applies in its kernel
 DEPTHWISE = ("cudnn", "native")  # a depthwise convolution's candidates; with triton_convs also .triton_depthwise's

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.backend import Backend, BackendError, Model, Prepared
+from harness.backend import AllocatorStats, Backend, BackendError, Model, Prepared
 from ios_core.runtime.target import DTYPES
 
 from .config import JaxConfig
@@ -59,4 +59,14 @@ class JaxBackend(Backend[JaxConfig]):
         fn(params, example).block_until_ready()  # compile now: it counts as optimization cost
         return Prepared(infer=infer, load_input=load, synchronize=synchronize,
                         to_numpy=lambda y: np.asarray(y, dtype=np.float32), device_name=str(dev.device_kind),
-                        display_name="JAX", params={"jax_device": str(dev), "jax_platform": dev.platform})
+                        display_name="JAX", params={"jax_device": str(dev), "jax_platform": dev.platform},
+                        memory_stats=lambda: allocator_stats(dev))
+
+
+def allocator_stats(dev) -> AllocatorStats | None:
+    """JAX's allocator on ``dev``: bytes in use and the peak since the process began (XLA's autotuning in the
+    compile included; JAX cannot reset it); None where the platform keeps no counters (the CPU)."""
+    stats = dev.memory_stats()
+    if not stats or "peak_bytes_in_use" not in stats:
+        return None
+    return AllocatorStats(float(stats.get("bytes_in_use", 0)), float(stats["peak_bytes_in_use"]))

@@ -1,0 +1,71 @@
+"""A network's depthwise convolutions on cuDNN, on IOS's Triton kernel and on ATen's own, one by one (issue 42:
+a warm NASNet spends 5-7 s in cuDNN building its depthwise plans; a kernel as fast that starts in milliseconds
+takes that away).
+
+    python bench/depthwise_kernels.py --model nasnet [--precision fp16] [--search benchmark|heuristic]
+
+Each distinct depthwise convolution of the network (IOS's default passes, NHWC, batch 1): each kernel's first call
+in this process (cuDNN's plan build; Triton's compile, or its load from Triton's disk cache in a second run) and
+its steady-state time, replayed 50 times in a CUDA graph; the Triton kernel's output checked against cuDNN's.
+Then the sums, and on how many shapes the Triton kernel is faster than cuDNN's."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+
+import torch
+import torch.nn.functional as F
+from cudnn_plan_probe import replay_us, shapes
+
+from ios_core.ir.nodes import Conv, Value
+from ios_core.runtime.kernels import conv_native
+from ios_core.runtime.triton_depthwise import tile, triton_depthwise
+
+
+def first_ms(fn) -> float:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="nasnet")
+    ap.add_argument("--precision", default="fp16", choices=("fp16", "fp32"))
+    ap.add_argument("--search", default="benchmark", choices=("benchmark", "heuristic"))
+    a = ap.parse_args()
+    torch.backends.cudnn.benchmark = a.search == "benchmark"
+    dtype = torch.float16 if a.precision == "fp16" else torch.float32
+    torch.zeros(1, device="cuda")
+    rows, faster = [], 0
+    for i, (c, h, w, k, s, p, d) in enumerate(shapes(a.model)):
+        node = Conv(name=f"dw{i}", inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=s, padding=p,
+                    dilation=d, groups=c, act="identity")
+        x = torch.randn(1, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+        wt = torch.randn(c, 1, *k, device="cuda", dtype=dtype)  # NCHW memory: the Triton and ATen kernels' form
+        wt_nhwc = wt.contiguous(memory_format=torch.channels_last)
+        cudnn = functools.partial(F.conv2d, x, wt_nhwc, None, s, p, d, c)
+        triton = functools.partial(triton_depthwise(node), x, wt, None)
+        native = functools.partial(conv_native, node, x, wt, None)
+        firsts = [first_ms(f) for f in (cudnn, triton, native)]
+        err = ((triton().float() - cudnn().float()).abs().max() / cudnn().float().abs().max()).item()
+        steady = [replay_us(f) for f in (cudnn, triton, native)]
+        faster += steady[1] < steady[0]
+        rows.append((firsts, steady))
+        oh, ow = (h + 2 * p[0] - k[0]) // s[0] + 1, (w + 2 * p[1] - k[1]) // s[1] + 1
+        print(f"{i} c{c} {h}x{w} k{k} s{s} tile {tile(oh * ow, c)}\t"
+              f"first ms cudnn {firsts[0]:.1f} triton {firsts[1]:.1f} aten {firsts[2]:.1f}\t"
+              f"us cudnn {steady[0]:.2f} triton {steady[1]:.2f} aten {steady[2]:.2f}\terr {err:.1e}", flush=True)
+    sums = [sum(r[j][q] for r in rows) for j in (0, 1) for q in range(3)]
+    print(f"{a.model} {a.precision} search={a.search} torch {torch.__version__} cudnn {torch.backends.cudnn.version()}"
+          f": {len(rows)} shapes; first calls s cudnn {sums[0] / 1e3:.2f} triton {sums[1] / 1e3:.2f} aten "
+          f"{sums[2] / 1e3:.2f}; summed us cudnn {sums[3]:.1f} triton {sums[4]:.1f} aten {sums[5]:.1f}; "
+          f"Triton faster than cuDNN on {faster} of {len(rows)}")
+
+
+if __name__ == "__main__":
+    main()
