@@ -4,6 +4,7 @@ in cuDNN building its depthwise plans at run time, 180-400 ms a shape, in every 
     python bench/cudnn_plan_probe.py build --model nasnet --store DIR   # plans built, timed, serialized
     python bench/cudnn_plan_probe.py load --model nasnet --store DIR    # a fresh process: plans deserialized
     python bench/cudnn_plan_probe.py build --engines 80 --shapes 0,2 ...  # every engine id, not heuristics' list
+    CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=log python bench/cudnn_plan_probe.py torch --shapes 0  # PyTorch's engine
 
 Through cuDNN's frontend (the ``nvidia-cudnn-frontend`` wheel, ``import cudnn``) on the cuDNN that PyTorch
 loaded: each distinct depthwise convolution of the network (IOS's default passes, NHWC, batch 1) as a one-node
@@ -100,9 +101,26 @@ def build_candidates(cudnn, g, engines: int) -> dict[int, float]:
     return built
 
 
+def torch_first_calls(model: str, dtype: torch.dtype, only: set[int]) -> None:
+    """PyTorch's own cuDNN convolution of each shape, once: run with cuDNN's log on (CUDNN_LOGLEVEL_DBG=2,
+    CUDNN_LOGDEST_DBG=file) it names the engine PyTorch's path built, which the frontend's heuristics did not list."""
+    for i, (c, h, w, k, s, p, d) in enumerate(shapes(model)):
+        if only and i not in only:
+            continue
+        x = torch.randn(1, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+        wt = torch.randn(c, 1, *k, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        F.conv2d(x, wt, None, s, p, d, c)
+        torch.cuda.synchronize()
+        first_ms = 1e3 * (time.perf_counter() - t0)
+        us = replay_us(lambda x=x, wt=wt, s=s, p=p, d=d, c=c: F.conv2d(x, wt, None, s, p, d, c))
+        print(f"{i} c{c} {h}x{w} k{k} s{s}\ttorch first {first_ms:.1f} ms\t{us:.2f} us", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("phase", choices=("build", "load"))
+    ap.add_argument("phase", choices=("build", "load", "torch"))
     ap.add_argument("--model", default="nasnet")
     ap.add_argument("--store", default="/tmp/cudnn_plans")
     ap.add_argument("--precision", default="fp16", choices=("fp16", "fp32"))
@@ -113,6 +131,9 @@ def main() -> None:
     only = {int(i) for i in a.shapes.split(",") if i}
     torch.backends.cudnn.benchmark = True
     dtype = torch.float16 if a.precision == "fp16" else torch.float32
+    if a.phase == "torch":
+        torch_first_calls(a.model, dtype, only)
+        return
     t0 = time.perf_counter()
     cudnn, libs = import_cudnn()
     handle = cudnn.create_handle()

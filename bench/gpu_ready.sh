@@ -12,6 +12,13 @@
 #                   plan search on and off, through PyTorch's cuDNN v8 (graph) API and its v7 (legacy) one
 #                   (TORCH_CUDNN_V8_API_DISABLED=1), to $OUT/firstcalls-M.txt
 #   memory:M        bench/memory_probe.py: what a cold and a warm plan of M leave allocated on the GPU
+#   dwkernels:M1,M2 bench/depthwise_kernels.py: each distinct depthwise convolution on cuDNN, the Triton kernel and
+#                   ATen's, first call and steady state; twice (the second loads Triton's programs from its disk
+#                   cache), to $OUT/dwkernels-M.txt
+#   cudnnfe:M       bench/cudnn_plan_probe.py with cuDNN's frontend (carry .whl_fe: the nvidia-cudnn-frontend
+#                   wheel): every engine id (ENGINES, 80) on shapes FE_SHAPES (0,2,4), then the saved plans loaded in
+#                   a new process, and PyTorch's own first calls with cuDNN's log on (the engine it builds), to
+#                   $OUT/cudnnfe-M-*.txt
 #   e.g. call (carry .whl):  OUT=dir bash bench/gpu_ready.sh gputests ready:inception_v3,nasnet batches:inception_v3
 # Everything comes back in $OUT/ready.tgz (logs, records) and $OUT/search_table.tsv (bench/search_table.py).
 # Python's bytecode cache: see bench/gpu_site.sh. For lanes side by side (bench/gpu_lanes.sh): LANE names this
@@ -74,6 +81,25 @@ for part in "$@"; do
     memory:*) m=${part#memory:}  # what a cold and a warm plan leave allocated, by pool and by owner
               timeout "${PROFILE_S:-150}" python3 bench/memory_probe.py --model "$m" > "$LOGS/memory-$m.log" 2>&1
               echo "memory-$m: rc=$?" >> "$LOGS/times.txt" ;;
+    dwkernels:*) IFS=, read -ra models <<< "${part#dwkernels:}"
+             for m in "${models[@]}"; do
+               for run in cold cache; do
+                 timeout "${PROFILE_S:-150}" python3 bench/depthwise_kernels.py --model "$m" >> "$OUT/dwkernels-$m.txt" 2>&1
+                 echo "dwkernels-$m-$run: rc=$?" >> "$LOGS/times.txt"
+               done
+             done ;;
+    cudnnfe:*) m=${part#cudnnfe:}
+             python3 -m pip install -q --no-deps --target /tmp/fesite .whl_fe/*.whl >> "$LOGS/fe-install.log" 2>&1
+             shapes=${FE_SHAPES:-0,2,4}
+             for phase in build load; do
+               PYTHONPATH=/tmp/fesite:$PYTHONPATH timeout "${PROFILE_S:-150}" python3 bench/cudnn_plan_probe.py $phase \
+                 --model "$m" --store "/tmp/cudnnfe$LANE" --shapes "$shapes" \
+                 $([ $phase = build ] && echo --engines "${ENGINES:-80}") > "$OUT/cudnnfe-$m-$phase.txt" 2>&1
+               echo "cudnnfe-$m-$phase: rc=$?" >> "$LOGS/times.txt"
+             done
+             CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=/tmp/cudnnfe$LANE.log timeout 60 python3 bench/cudnn_plan_probe.py \
+               torch --model "$m" --shapes "${shapes%%,*}" > "$OUT/cudnnfe-$m-torch.txt" 2>&1
+             grep -i -E "engine|knob|plan" "/tmp/cudnnfe$LANE.log" | head -c 400000 > "$OUT/cudnnfe-$m-torch-log.txt" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
 done
