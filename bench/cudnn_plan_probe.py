@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import pathlib
 import time
@@ -31,7 +32,8 @@ from ios_core.planner import DEFAULT_PASSES
 
 
 def import_cudnn():
-    """The frontend, bound to the libcudnn PyTorch already loaded (one cuDNN per process)."""
+    """The frontend, bound to the libcudnn PyTorch already loaded (one cuDNN per process): the frontend looks for
+    libcudnn in ``os.environ["LD_LIBRARY_PATH"]`` when it is imported, so the variable is set in this process."""
     torch.backends.cudnn.version()
     with open("/proc/self/maps") as maps:
         libs = {line.split()[-1] for line in maps if "libcudnn.so" in line}
@@ -43,18 +45,38 @@ def import_cudnn():
     return cudnn, sorted(libs)
 
 
-def shapes(model: str):
+def shapes(model: str) -> list[tuple]:
+    """(c, h, w, kernel, stride, padding, dilation) of each distinct depthwise convolution with one output per
+    channel (the probes build (c, 1, kh, kw) weights; a channel multiplier above 1 is left out, said once)."""
     graph, _ = apply_passes(build_model(model), list(DEFAULT_PASSES))
-    seen = {}
+    seen: dict[tuple, None] = {}
     for node, (c, h, w) in convs(graph):
         if kind(node, c) != "depthwise":
             continue
-        key = (c, h, w, node.kernel, node.stride, node.padding, node.dilation)
-        seen.setdefault(key, node)
-    return seen
+        if node.out_channels != c:
+            print(f"left out: {node.name}, {node.out_channels // c} outputs per channel")
+            continue
+        seen.setdefault((c, h, w, node.kernel, node.stride, node.padding, node.dilation), None)
+    return list(seen)
+
+
+def tensors(c: int, h: int, w: int, k: tuple, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch-1 NHWC input and (c, 1, kh, kw) weights in NHWC memory, as IOS's NHWC model holds them."""
+    x = torch.randn(1, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+    return x, torch.randn(c, 1, *k, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
+
+
+def first_ms(fn) -> float:
+    """One call of ``fn``, to its end on the GPU, in ms."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - t0)
 
 
 def replay_us(fn, reps: int = 50) -> float:
+    """``fn``'s steady-state time: ``reps`` calls captured in a CUDA graph, the best of 5 replays, us a call."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -75,30 +97,137 @@ def replay_us(fn, reps: int = 50) -> float:
     return best
 
 
-def build_candidates(cudnn, g, engines: int) -> dict[int, float]:
-    """The plans to time: heuristics A and fallback's list, all built at once (``engines`` 0), or every engine
-    id below ``engines`` with its default knobs, each built alone (the ms each took, by plan index): whether
-    the kernel PyTorch runs, which those heuristics did not list, is among them and how long it takes to build."""
-    if not engines:
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-        g.check_support()
-        g.build_plans(cudnn.build_plan_policy.ALL)
-        return {}
-    for engine in range(engines):
-        try:
-            g.create_execution_plan(engine, None)
-        except Exception:  # noqa: BLE001 - an engine that does not take this graph
-            continue
-    built = {}
-    for j in range(g.get_execution_plan_count()):
+class Probe:
+    """One process's frontend, handle and workspace, and the shapes' sums."""
+
+    def __init__(self, dtype: torch.dtype, store: pathlib.Path):
         t0 = time.perf_counter()
-        try:
-            g.select_plan(j)
-            g.build_plans()
-        except Exception:  # noqa: BLE001 - a plan that does not build; timing it fails and says so
-            continue
-        built[j] = 1e3 * (time.perf_counter() - t0)
-    return built
+        self.cudnn, libs = import_cudnn()
+        self.handle = self.cudnn.create_handle()
+        self.io = self.cudnn.data_type.HALF if dtype == torch.float16 else self.cudnn.data_type.FLOAT
+        self.dtype, self.store = dtype, store
+        self.work = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+        self.totals = {"plan_s": 0.0, "first_s": 0.0, "torch_first_s": 0.0, "fe_us": 0.0, "torch_us": 0.0}
+        self.ok = 0
+        print(f"import+handle {time.perf_counter() - t0:.2f} s; cudnn frontend {self.cudnn.__version__} backend "
+              f"{self.cudnn.backend_version()} torch cudnn {torch.backends.cudnn.version()} libs {libs}")
+
+    def workspace(self, size: int) -> torch.Tensor:
+        """A workspace of at least ``size`` bytes (an engine may want more than the 64 MiB kept)."""
+        if size > self.work.numel():
+            self.work = torch.empty(size, dtype=torch.uint8, device="cuda")
+        return self.work
+
+    def stream(self) -> None:
+        self.cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
+
+    def graph(self, x: torch.Tensor, wt: torch.Tensor, s: tuple, p: tuple, d: tuple):
+        """The convolution as a one-node frontend graph, its tensors' uids 1 (x), 2 (w), 3 (y)."""
+        cudnn = self.cudnn
+        g = cudnn.pygraph(io_data_type=self.io, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT, handle=self.handle)
+        X = g.tensor(name="X", dim=list(x.shape), stride=list(x.stride()), data_type=self.io, uid=1)
+        W = g.tensor(name="W", dim=list(wt.shape), stride=list(wt.stride()), data_type=self.io, uid=2)
+        Y = g.conv_fprop(image=X, weight=W, padding=list(p), stride=list(s), dilation=list(d),
+                         compute_data_type=cudnn.data_type.FLOAT, name="conv")
+        Y.set_output(True).set_data_type(self.io).set_uid(3)
+        g.validate()
+        g.build_operation_graph()
+        return g
+
+    def candidates(self, g, engines: int) -> dict[int, float]:
+        """The plans to time: heuristics A and fallback's list, all built at once (``engines`` 0), or every engine
+        id below ``engines`` with its default knobs, each built alone (the ms each took, by plan index): whether
+        the kernel PyTorch runs, which those heuristics did not list, is among them and how long it builds."""
+        if not engines:
+            g.create_execution_plans([self.cudnn.heur_mode.A, self.cudnn.heur_mode.FALLBACK])
+            g.check_support()
+            g.build_plans(self.cudnn.build_plan_policy.ALL)
+            return {}
+        declined = []
+        for engine in range(engines):
+            try:
+                g.create_execution_plan(engine, {})
+            except Exception as exc:  # noqa: BLE001 - an engine that does not take this graph: said at the end
+                declined.append(f"{engine}: {type(exc).__name__}: {str(exc)[:80]}")
+        built = {}
+        for j in range(g.get_execution_plan_count()):
+            t0 = time.perf_counter()
+            try:
+                g.select_plan(j)
+                g.build_plans()
+            except Exception as exc:  # noqa: BLE001 - a plan that does not build: not timed, said at the end
+                declined.append(f"plan {j}: {type(exc).__name__}: {str(exc)[:80]}")
+                continue
+            built[j] = 1e3 * (time.perf_counter() - t0)
+        print(f"engines: {len(built)} plans built of {engines} ids; declined {len(declined)}, the first: "
+              f"{declined[:2]}", flush=True)
+        if not built:
+            raise RuntimeError(f"no plan of {engines} engine ids built")
+        return built
+
+    def fastest(self, g, pack: dict, engines: int, what: str) -> None:
+        """Every candidate plan timed (20 calls in a CUDA graph), the fastest selected and built."""
+        built = self.candidates(g, engines)
+        timed = []
+        for j in range(g.get_execution_plan_count()):
+            if engines and j not in built:
+                continue
+            try:
+                work = self.workspace(g.get_workspace_size_plan_at_index(j))
+                us = replay_us(lambda j=j, work=work: (self.stream(),
+                                                      g.execute_plan_at_index(pack, work, j, handle=self.handle)),
+                               reps=20)
+                timed.append((us, j, g.get_plan_name_at_index(j)))
+            except Exception as exc:  # noqa: BLE001 - a plan that did not build or run: counted, its reason kept
+                timed.append((float("inf"), j, f"{type(exc).__name__}: {str(exc)[:60]}"))
+        timed.sort()
+        if not timed or timed[0][0] == float("inf"):
+            raise RuntimeError(f"none of {len(timed)} plans ran; the first: {timed[:1]}")
+        failed = [n for u, _, n in timed if u == float("inf")]
+        best = ", ".join(f"{n} {u:.1f} us" + (f" (built in {built[j]:.0f} ms)" if j in built else "")
+                         for u, j, n in timed[:5])
+        print(f"{what}\tplans {len(timed)} ({len(failed)} did not run{': ' + failed[0] if failed else ''}): {best}",
+              flush=True)
+        g.select_plan(timed[0][1])
+        g.build_plans()
+
+    def shape(self, i: int, c: int, h: int, w: int, k: tuple, s: tuple, p: tuple, d: tuple, phase: str,
+              engines: int) -> None:
+        """One shape: its plan built and saved (``build``) or loaded (``load``), run once and checked against
+        float64, then timed against PyTorch's convolution."""
+        x, wt = tensors(c, h, w, k, self.dtype)
+        ref = F.conv2d(x.double(), wt.double(), None, s, p, d, c)
+        y = torch.empty_like(ref, dtype=self.dtype).contiguous(memory_format=torch.channels_last)
+        pack = {1: x, 2: wt, 3: y}
+        what = f"{i} c{c} {h}x{w} k{k} s{s}"
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        if phase == "build":
+            g = self.graph(x, wt, s, p, d)
+            self.fastest(g, pack, engines, what)
+            (self.store / f"{i}.bin").write_bytes(bytes(g.serialize(as_bytes=True)))
+        else:
+            g = self.cudnn.pygraph(handle=self.handle)
+            g.deserialize(self.handle, (self.store / f"{i}.bin").read_bytes())
+        plan_s = time.perf_counter() - t0
+        ws = g.get_workspace_size()
+        work = self.workspace(ws)
+
+        def fe() -> None:
+            self.stream()
+            g.execute(pack, work, handle=self.handle)
+        first_s = first_ms(fe) / 1e3
+        err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
+        torch_conv = functools.partial(F.conv2d, x, wt, None, s, p, d, c)
+        torch_first = first_ms(torch_conv) / 1e3
+        fe_us, torch_us = replay_us(fe), replay_us(torch_conv)
+        self.ok += 1
+        for key, v in zip(self.totals, (plan_s, first_s, torch_first, fe_us, torch_us)):
+            self.totals[key] += v
+        print(f"{what}\tplan {1e3 * plan_s:.1f} ms\tfirst {1e3 * first_s:.1f} ms\ttorch first "
+              f"{1e3 * torch_first:.1f} ms\tfe {fe_us:.2f} us\ttorch {torch_us:.2f} us\terr {err:.1e}\tws {ws}",
+              flush=True)
 
 
 def torch_first_calls(model: str, dtype: torch.dtype, only: set[int]) -> None:
@@ -107,15 +236,10 @@ def torch_first_calls(model: str, dtype: torch.dtype, only: set[int]) -> None:
     for i, (c, h, w, k, s, p, d) in enumerate(shapes(model)):
         if only and i not in only:
             continue
-        x = torch.randn(1, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-        wt = torch.randn(c, 1, *k, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        F.conv2d(x, wt, None, s, p, d, c)
-        torch.cuda.synchronize()
-        first_ms = 1e3 * (time.perf_counter() - t0)
-        us = replay_us(lambda x=x, wt=wt, s=s, p=p, d=d, c=c: F.conv2d(x, wt, None, s, p, d, c))
-        print(f"{i} c{c} {h}x{w} k{k} s{s}\ttorch first {first_ms:.1f} ms\t{us:.2f} us", flush=True)
+        x, wt = tensors(c, h, w, k, dtype)
+        conv = functools.partial(F.conv2d, x, wt, None, s, p, d, c)
+        print(f"{i} c{c} {h}x{w} k{k} s{s}\ttorch first {first_ms(conv):.1f} ms\t{replay_us(conv):.2f} us",
+              flush=True)
 
 
 def main() -> None:
@@ -134,93 +258,18 @@ def main() -> None:
     if a.phase == "torch":
         torch_first_calls(a.model, dtype, only)
         return
-    t0 = time.perf_counter()
-    cudnn, libs = import_cudnn()
-    handle = cudnn.create_handle()
-    io = cudnn.data_type.HALF if dtype == torch.float16 else cudnn.data_type.FLOAT
-    print(f"import+handle {time.perf_counter() - t0:.2f} s; cudnn frontend {getattr(cudnn, '__version__', '?')} "
-          f"backend {cudnn.backend_version() if hasattr(cudnn, 'backend_version') else '?'} torch cudnn "
-          f"{torch.backends.cudnn.version()} libs {libs}")
     store = pathlib.Path(a.store)
     store.mkdir(parents=True, exist_ok=True)
-    work = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-    totals = {"plan_s": 0.0, "first_s": 0.0, "torch_first_s": 0.0, "fe_us": 0.0, "torch_us": 0.0}
-    n_ok = 0
+    probe = Probe(dtype, store)
     for i, (c, h, w, k, s, p, d) in enumerate(shapes(a.model)):
         if only and i not in only:
             continue
-        x = torch.randn(1, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-        wt = torch.randn(c, 1, *k, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-        ref = F.conv2d(x.double(), wt.double(), None, s, p, d, c)
-        y = torch.empty_like(ref, dtype=dtype).contiguous(memory_format=torch.channels_last)
-        what = f"{i} c{c} {h}x{w} k{k} s{s}"
         try:
-            torch.cuda.synchronize()
-            t1 = time.perf_counter()
-            if a.phase == "build":
-                g = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
-                                  compute_data_type=cudnn.data_type.FLOAT, handle=handle)
-                X = g.tensor(name="X", dim=list(x.shape), stride=list(x.stride()), data_type=io, uid=1)
-                W = g.tensor(name="W", dim=list(wt.shape), stride=list(wt.stride()), data_type=io, uid=2)
-                Y = g.conv_fprop(image=X, weight=W, padding=list(p), stride=list(s), dilation=list(d),
-                                 compute_data_type=cudnn.data_type.FLOAT, name="conv")
-                Y.set_output(True).set_data_type(io).set_uid(3)
-                g.validate()
-                g.build_operation_graph()
-                built_ms = build_candidates(cudnn, g, a.engines)
-                plan_s = time.perf_counter() - t1
-                pack = {1: x, 2: wt, 3: y}
-                timed = []
-                for j in range(g.get_execution_plan_count()):
-                    try:
-                        us = replay_us(lambda g=g, j=j, pack=pack: (
-                            cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream),
-                            g.execute_plan_at_index(pack, work, j, handle=handle)), reps=20)
-                        timed.append((us, j, g.get_plan_name_at_index(j)))
-                    except Exception as exc:  # noqa: BLE001 - a plan that did not build or run
-                        timed.append((float("inf"), j, f"{type(exc).__name__}"))
-                timed.sort()
-                print(f"{what}\tplans {len(timed)}: " + ", ".join(
-                    f"{n} {u:.1f} us" + (f" (built in {built_ms[j]:.0f} ms)" if j in built_ms else "")
-                    for u, j, n in timed[:5]), flush=True)
-                t1b = time.perf_counter()
-                g.select_plan(timed[0][1])
-                g.build_plans()
-                plan_s += time.perf_counter() - t1b
-                blob = g.serialize(as_bytes=True)
-                (store / f"{i}.bin").write_bytes(bytes(blob))
-            else:
-                g = cudnn.pygraph(handle=handle)
-                g.deserialize(handle, (store / f"{i}.bin").read_bytes())
-                plan_s = time.perf_counter() - t1
-            ws = g.get_workspace_size()
-            pack = {1: x, 2: wt, 3: y}
-            t2 = time.perf_counter()
-            cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
-            g.execute(pack, work, handle=handle)
-            torch.cuda.synchronize()
-            first_s = time.perf_counter() - t2
-            err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
-            t3 = time.perf_counter()
-            F.conv2d(x, wt, None, s, p, d, c)
-            torch.cuda.synchronize()
-            torch_first = time.perf_counter() - t3
-
-            def fe(g=g, pack=pack):
-                cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
-                g.execute(pack, work, handle=handle)
-            fe_us = replay_us(fe)
-            torch_us = replay_us(lambda x=x, wt=wt, s=s, p=p, d=d, c=c: F.conv2d(x, wt, None, s, p, d, c))
-            n_ok += 1
-            for key, v in zip(totals, (plan_s, first_s, torch_first, fe_us, torch_us)):
-                totals[key] += v
-            print(f"{what}\tplan {1e3 * plan_s:.1f} ms\tfirst {1e3 * first_s:.1f} ms\ttorch first "
-                  f"{1e3 * torch_first:.1f} ms\tfe {fe_us:.2f} us\ttorch {torch_us:.2f} us\terr {err:.1e}\tws {ws}",
-                  flush=True)
-        except Exception as exc:  # noqa: BLE001 - a probe: say what failed where, go on
-            print(f"{what}\tFAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
-    print(f"{a.phase} {a.model} {a.precision}: {n_ok} shapes ok; " +
-          "; ".join(f"{k} {v:.3f}" for k, v in totals.items()))
+            probe.shape(i, c, h, w, k, s, p, d, a.phase, a.engines)
+        except Exception as exc:  # noqa: BLE001 - a probe: say what failed where, go on with the next shape
+            print(f"{i} c{c} {h}x{w} k{k} s{s}\tFAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+    print(f"{a.phase} {a.model} {a.precision}: {probe.ok} shapes ok; " +
+          "; ".join(f"{k} {v:.3f}" for k, v in probe.totals.items()))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ takes that away).
     python bench/depthwise_kernels.py --model nasnet [--precision fp16] [--search benchmark|heuristic]
 
 Each distinct depthwise convolution of the network (IOS's default passes, NHWC, batch 1): each kernel's first call
-in this process (cuDNN's plan build; Triton's compile, or its load from Triton's disk cache in a second run) and
+in this process (cuDNN's plan build; Triton's compile, or its load from Triton's disk cache in a second run; each
+path's one-off process costs paid before, on a 1x1 shape) and
 its steady-state time, replayed 50 times in a CUDA graph; the Triton kernel's output checked against cuDNN's.
 Then the sums, and on how many shapes the Triton kernel is faster than cuDNN's."""
 
@@ -13,23 +14,24 @@ from __future__ import annotations
 
 import argparse
 import functools
-import time
 
 import torch
 import torch.nn.functional as F
-from cudnn_plan_probe import replay_us, shapes
+from cudnn_plan_probe import first_ms, replay_us, shapes, tensors
 
 from ios_core.ir.nodes import Conv, Value
 from ios_core.runtime.kernels import conv_native
 from ios_core.runtime.triton_depthwise import tile, triton_depthwise
 
 
-def first_ms(fn) -> float:
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    return 1e3 * (time.perf_counter() - t0)
+def kernels(c: int, k: tuple, s: tuple, p: tuple, d: tuple, x: torch.Tensor, wt: torch.Tensor, name: str):
+    """The convolution on cuDNN (NHWC weights), on the Triton kernel and on ATen's (NCHW weights: their form)."""
+    node = Conv(name=name, inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=s, padding=p,
+                dilation=d, groups=c, act="identity")
+    w_nchw = wt.contiguous()
+    return (functools.partial(F.conv2d, x, wt, None, s, p, d, c),
+            functools.partial(triton_depthwise(node), x, w_nchw, None),
+            functools.partial(conv_native, node, x, w_nchw, None))
 
 
 def main() -> None:
@@ -40,17 +42,14 @@ def main() -> None:
     a = ap.parse_args()
     torch.backends.cudnn.benchmark = a.search == "benchmark"
     dtype = torch.float16 if a.precision == "fp16" else torch.float32
-    torch.zeros(1, device="cuda")
+    # each path's one-off costs (cuDNN's handle, Triton's import and launcher) on a shape of no network's
+    x, wt = tensors(8, 5, 5, (1, 1), dtype)
+    for f in kernels(8, (1, 1), (1, 1), (0, 0), (1, 1), x, wt, "warmup"):
+        f()
     rows, faster = [], 0
     for i, (c, h, w, k, s, p, d) in enumerate(shapes(a.model)):
-        node = Conv(name=f"dw{i}", inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=s, padding=p,
-                    dilation=d, groups=c, act="identity")
-        x = torch.randn(1, c, h, w, device="cuda", dtype=dtype).contiguous(memory_format=torch.channels_last)
-        wt = torch.randn(c, 1, *k, device="cuda", dtype=dtype)  # NCHW memory: the Triton and ATen kernels' form
-        wt_nhwc = wt.contiguous(memory_format=torch.channels_last)
-        cudnn = functools.partial(F.conv2d, x, wt_nhwc, None, s, p, d, c)
-        triton = functools.partial(triton_depthwise(node), x, wt, None)
-        native = functools.partial(conv_native, node, x, wt, None)
+        x, wt = tensors(c, h, w, k, dtype)
+        cudnn, triton, native = kernels(c, k, s, p, d, x, wt, f"dw{i}")
         firsts = [first_ms(f) for f in (cudnn, triton, native)]
         err = ((triton().float() - cudnn().float()).abs().max() / cudnn().float().abs().max()).item()
         steady = [replay_us(f) for f in (cudnn, triton, native)]

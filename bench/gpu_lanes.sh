@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Bench scripts side by side on a host with several GPUs: each argument is one lane, a command run with
 # CUDA_VISIBLE_DEVICES set to the lane's index (0, 1, ...), LANE=<index>, OUT=/tmp/lanes/<index> and the project
-# installed once (SITE_READY), all lanes at once; each is cut at LANE_S seconds (default 540; never later than the
-# call's CALL_S, 600, less MARGIN_S, 90, for the lanes' stop, the tar and the way back) so what it finished
-# still comes back (whitespace separates the overrides in a lane's ARGS). The lanes share the host's CPU cores: costs measured beside a compiling lane are a crowded
+# installed once (SITE_READY), all lanes at once; each is cut at LANE_S seconds (default 540), never later than
+# the call's CALL_S, 600, less the time spent so far and MARGIN_S, 90, for the lanes' stop, the tar and the way
+# back (about 500 s in effect), so what it finished still comes back (whitespace separates the overrides in a
+# lane's ARGS). The lanes share the host's CPU cores: costs measured beside a compiling lane are a crowded
 # machine's (say so where they are reported). Everything comes back in $OUT/lanes.tgz (each lane's output folder,
 # the gpu_ready logs and every store's records) and, per lane, its tables: lane<i>-search_table.tsv (IOS) and
 # lane<i>-summary.txt (peers).

@@ -83,22 +83,27 @@ for part in "$@"; do
               echo "memory-$m: rc=$?" >> "$LOGS/times.txt" ;;
     dwkernels:*) IFS=, read -ra models <<< "${part#dwkernels:}"
              for m in "${models[@]}"; do
+               rm -rf "/tmp/dwtriton$LANE"  # the first run compiles every Triton program, the second loads them
                for run in cold cache; do
-                 timeout "${PROFILE_S:-150}" python3 bench/depthwise_kernels.py --model "$m" >> "$OUT/dwkernels-$m.txt" 2>&1
+                 echo "== $run" >> "$OUT/dwkernels-$m.txt"
+                 TRITON_CACHE_DIR=/tmp/dwtriton$LANE timeout "${PROFILE_S:-150}" python3 bench/depthwise_kernels.py \
+                   --model "$m" >> "$OUT/dwkernels-$m.txt" 2>&1
                  echo "dwkernels-$m-$run: rc=$?" >> "$LOGS/times.txt"
                done
              done ;;
     cudnnfe:*) m=${part#cudnnfe:}
              python3 -m pip install -q --no-deps --target /tmp/fesite .whl_fe/*.whl >> "$LOGS/fe-install.log" 2>&1
              shapes=${FE_SHAPES:-0,2,4}
+             rm -rf "/tmp/cudnnfe$LANE" "/tmp/cudnnfe$LANE.log"  # no plan or log of an earlier call on this machine
              for phase in build load; do
                PYTHONPATH=/tmp/fesite:$PYTHONPATH timeout "${PROFILE_S:-150}" python3 bench/cudnn_plan_probe.py $phase \
                  --model "$m" --store "/tmp/cudnnfe$LANE" --shapes "$shapes" \
                  $([ $phase = build ] && echo --engines "${ENGINES:-80}") > "$OUT/cudnnfe-$m-$phase.txt" 2>&1
                echo "cudnnfe-$m-$phase: rc=$?" >> "$LOGS/times.txt"
              done
-             CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=/tmp/cudnnfe$LANE.log timeout 60 python3 bench/cudnn_plan_probe.py \
-               torch --model "$m" --shapes "${shapes%%,*}" > "$OUT/cudnnfe-$m-torch.txt" 2>&1
+             CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=/tmp/cudnnfe$LANE.log timeout "${PROFILE_S:-150}" python3 \
+               bench/cudnn_plan_probe.py torch --model "$m" --shapes "${shapes%%,*}" > "$OUT/cudnnfe-$m-torch.txt" 2>&1
+             echo "cudnnfe-$m-torch: rc=$?" >> "$LOGS/times.txt"
              grep -i -E "engine|knob|plan" "/tmp/cudnnfe$LANE.log" | head -c 400000 > "$OUT/cudnnfe-$m-torch-log.txt" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

@@ -76,8 +76,9 @@ class Prepared:
     check_output: bool = True
     notes: list[str] = field(default_factory=list)  # what the reader must know, first in the summary line
     #: a backend with its own device allocator (JAX): ``() -> AllocatorStats | None``, read when the timed loop
-    #: starts and ends, so the run's memory is the model's and not the whole GPU's (NVML's used memory counts
-    #: the 75% of the GPU JAX reserves when it starts)
+    #: starts and ends, so the run's memory is what its allocator handed out (its peak since the process began:
+    #: the compile's included) and not the whole GPU's (NVML's used memory counts the 75% of the GPU JAX
+    #: reserves when it starts)
     memory_stats: Callable[[], AllocatorStats | None] | None = None
 
 

@@ -176,7 +176,8 @@ def test_a_backends_own_allocator_is_read_before_nvmls_whole_gpu():
     meter = UsageMeter("cuda", EnergyNVML([0.0, 0.0]), 0, allocator=lambda: readings.pop(0)).start()
     meter.stop(calls=5)
     m = meter.metrics()
-    assert m["memory_held_mb"] == 80.0 and m["memory_peak_allocator_mb"] == 310.0
+    assert m["memory_held_mb"] == 80.0 and m["memory_prepare_peak_mb"] == 300.0
+    assert m["memory_peak_allocator_mb"] == 310.0
     assert m["memory_peak_mb"] == 310.0 and m["memory_used_nvml_mb"] == 3072.0
     assert not readings
     plain = UsageMeter("cuda", EnergyNVML([0.0, 0.0]), 0, allocator=lambda: None).start()  # no counters (CPU)

@@ -340,10 +340,13 @@ for k, s, p, mult, act in ((3, 1, 1, 1, "identity"), (5, 2, 2, 1, "relu"), (3, 2
         ref = ref.relu() if act == "relu" else ref
         y = triton_depthwise(node)(x, w, b)
         assert y.shape == ref.shape and torch.allclose(y, ref, atol=1e-5), (k, s, p, mult, act)
-wide = Conv(name="w", inputs=[[Value("x", 0, 70)]], out_channels=70, kernel=3, stride=1, padding=1, groups=70,
-            act="identity")
-w70, x70 = torch.randn(70, 1, 3, 3), torch.randn(3, 70, 6, 5).to(memory_format=torch.channels_last)
-assert torch.allclose(triton_depthwise(wide)(x70, w70, None), F.conv2d(x70, w70, None, 1, 1, groups=70), atol=1e-5)
+for mult in (1, 2):  # channel tiles of 64: two or three of them, with the last partly masked
+    wide = Conv(name="w", inputs=[[Value("x", 0, 70)]], out_channels=70 * mult, kernel=3, stride=1, padding=1,
+                groups=70, act="identity")
+    w70, b70, x70 = torch.randn(70 * mult, 1, 3, 3), torch.randn(70 * mult), torch.randn(3, 70, 6, 5)
+    for x in (x70, x70.to(memory_format=torch.channels_last)):
+        ref = F.conv2d(x, w70, b70, 1, 1, groups=70)
+        assert torch.allclose(triton_depthwise(wide)(x, w70, b70), ref, atol=1e-5), mult
 print("ok", len({_POOL_CASES!r}))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

@@ -7,10 +7,10 @@ and apart the peak of its preparation before (``memory_prepare_peak_mb``: IOS's 
 (``memory_held_mb``: weights, captured graphs' pools, whatever the preparation left allocated); else the
 GPU's used memory as NVML reports it after the timed loop (a backend with its own allocator: ONNX Runtime,
 TensorRT, TVM), or where the backend reads its own allocator (JAX: ``Prepared.memory_stats``) that allocator's
-peak and what it held when the loop began (NVML's figure counts the 75% of the GPU JAX reserves when it
-starts); on the CPU the child's peak resident set. Energy: NVML's total-energy counter (mJ since the
-driver loaded; Volta and newer) read before and after the timed loop, divided by the calls made, and the mean
-power over the loop. The counter is the whole GPU's: another
+peak since the process began, the peak when the loop began (the preparation's) and what it held then (NVML's
+figure counts the 75% of the GPU JAX reserves when it starts); on the CPU the child's peak resident set.
+Energy: NVML's total-energy counter (mJ since the driver loaded; Volta and newer) read before and after the
+timed loop, divided by the calls made, and the mean power over the loop. The counter is the whole GPU's: another
 process on the same GPU adds its energy (the load-aware launcher gives the device to one measurement)."""
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ class UsageMeter:
         if self.device == "cuda":
             self._out.update(_prepare_peak())
             held = self._allocator_stats()
-            if held is not None:
-                self._out["memory_held_mb"] = held.in_use / MB
+            if held is not None:  # its peak so far is the preparation's (JAX cannot reset it for the loop)
+                self._out.update(memory_held_mb=held.in_use / MB, memory_prepare_peak_mb=held.peak / MB)
         self._energy0 = self._energy_mj()
         self._t0 = time.perf_counter()
         return self
@@ -89,7 +89,8 @@ class UsageMeter:
                 out["memory_used_nvml_mb"] = float(self.nvml.nvmlDeviceGetMemoryInfo(self._handle()).used) / MB
             except Exception:
                 pass
-        headline = next((out[k] for k in ("memory_peak_torch_mb", "memory_peak_allocator_mb", "memory_used_nvml_mb")
+        # a backend that reads its own allocator says what it used, even where torch's CUDA is initialized beside it
+        headline = next((out[k] for k in ("memory_peak_allocator_mb", "memory_peak_torch_mb", "memory_used_nvml_mb")
                          if k in out), None)
         if headline is not None:
             out["memory_peak_mb"] = headline

@@ -29,7 +29,8 @@ def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Mea
     metrics["throughput_ips"] = batch / (between["latency_median_ms"] / 1000.0)
     metrics.update(_last_preparation(results[-1].metrics))
     for key in ("energy_per_inference_mj", "power_mean_w", "memory_peak_mb", "memory_peak_rss_mb",
-                "memory_prepare_peak_mb", "memory_held_mb"):
+                "memory_prepare_peak_mb", "memory_held_mb", "memory_peak_torch_mb", "memory_peak_allocator_mb",
+                "memory_used_nvml_mb"):
         values = [r.metrics[key] for r in results if key in r.metrics]
         if values:
             metrics[key] = float(np.median(values)) if "memory" not in key else float(max(values))

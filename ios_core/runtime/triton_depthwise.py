@@ -4,12 +4,12 @@ cuDNN builds its depthwise execution plans at run time: the first call of each n
 the H100 (with or without its plan search; 0.2-0.6 ms for ATen's own kernel), and in the IOS model cuDNN's
 kernel was the faster on 24 of NASNet's 25 depthwise shapes, so a warm rerun of NASNet spent 5-7 s building
 plans (BENCHMARKS.md). One Triton program here covers every shape of a window, stride, padding, channel
-multiplier and layout (sizes and strides are run-time arguments) and a later process loads it from Triton's
-on-disk cache. A program computes a tile of output pixels by channels (:func:`tile`), the window unrolled,
-padded taps masked, float32 accumulation; the bias and a ReLU are applied before the one store. The first
-program here (a block of output elements per program, one weight load per element and tap) lost to cuDNN's
-kernel on 28 of 33 NASNet and RandWire shapes in the captured model; the tiles load a tap's weights once per
-channel and an input tile whose channels are contiguous in NHWC memory."""
+multiplier and tile (sizes, strides and so the layout are run-time arguments; a tile size is compiled in) and a
+later process loads it from Triton's on-disk cache. A program computes a tile of output pixels by channels
+(:func:`tile`), the window unrolled, padded taps masked, float32 accumulation; the bias and a ReLU are applied
+before the one store. The first program here (a block of output elements per program, one weight load per
+element and tap) lost to cuDNN's kernel on 28 of 33 NASNet and RandWire shapes in the captured model; the tiles
+load a tap's weights once per channel and an input tile whose channels are contiguous in NHWC memory."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def triton_depthwise(node: Conv) -> Callable[..., torch.Tensor]:
 def tile(pixels: int, channels: int) -> tuple[int, int]:
     """(pixels, channels) a program computes: up to 64 channels (16 at least: Triton's tiles are powers of two),
     the rest of :data:`TILE` in pixels, halved down to 16 while the launch would have fewer than
-    :data:`MIN_PROGRAMS` programs (NASNet's 11x11 maps of 672 channels fill 44 programs of 32 x 64)."""
+    :data:`MIN_PROGRAMS` programs (NASNet's 11x11 maps of 672 channels: 44 programs of 32 x 64, 88 of 16 x 64)."""
     bc = min(64, max(16, 1 << (channels - 1).bit_length()))
     bp = TILE // bc
     while bp > 16 and -(-pixels // bp) * -(-channels // bc) < MIN_PROGRAMS:
