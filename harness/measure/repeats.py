@@ -42,7 +42,8 @@ def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Mea
     noisy = cv > NOISY_CV or ci > NOISY_CI
     if noisy:
         notes.append(f"noisy between processes: CV {100 * cv:.1f}%, CI +-{100 * ci:.2f}% of the median")
-    params = {**first.params, "process_medians_ms": ",".join(f"{m:.5g}" for m in medians)}
+    # seven digits: the spread between processes is recomputed from them (five made a 0.1% CI error, a failed test)
+    params = {**first.params, "process_medians_ms": ",".join(f"{m:.7g}" for m in medians)}
     return Measurement(metrics=metrics, env={**first.env, "noisy": str(noisy).lower()}, params=params,
                        artifacts=first.artifacts, notes=[*notes, note], latencies_ms=pooled,
                        gpu_latencies_ms=[v for r in results for v in r.gpu_latencies_ms], device=first.device,
