@@ -307,6 +307,18 @@ def test_triton_pool_refuses_what_it_has_no_kernel_for():
         triton_pool(Pool(name="g", inputs=[[Value("x", 0, 5)]], pool_type="global_avg"))
 
 
+def test_depthwise_tiles_are_powers_of_two_and_fill_the_gpu_where_the_map_allows():
+    """Triton's tiles are powers of two; a small map gets smaller pixel tiles (more programs), down to 16."""
+    from ios_core.runtime.triton_depthwise import MIN_PROGRAMS, TILE, tile
+
+    assert tile(83 * 83, 42) == (16, 64) and tile(165 * 165, 96) == (32, 64) and tile(4, 5) == (16, 16)
+    for pixels in (1, 49, 121, 1764, 6889, 27225):
+        for channels in (5, 16, 42, 64, 70, 672, 1232):
+            bp, bc = tile(pixels, channels)
+            assert bp & (bp - 1) == 0 and bc & (bc - 1) == 0 and 16 <= bc <= 64 and 16 <= bp and bp * bc <= TILE
+            assert bp == 16 or -(-pixels // bp) * -(-channels // bc) >= MIN_PROGRAMS
+
+
 def test_triton_pools_and_depthwise_convs_equal_atens_under_tritons_interpreter():
     """The kernels' indexing, masks, divisors and channel multipliers (and a depthwise convolution over two
     channel tiles of 64), run by Triton's CPU interpreter where
