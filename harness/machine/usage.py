@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from ..backend import AllocatorStats
 
 MB = 2 ** 20
+#: where a GPU run's headline memory is read from, first found first, and what each figure is: a backend that reads
+#: its own allocator says what it used even where torch's CUDA is initialized beside it; NVML's is the whole GPU's
+MEMORY_SOURCES = {"memory_peak_allocator_mb": "the backend's allocator peak, since it started",
+                  "memory_peak_torch_mb": "PyTorch allocator peak",
+                  "memory_used_nvml_mb": "GPU used (NVML), reserved pools included"}
 
 
 @dataclass
@@ -89,9 +94,7 @@ class UsageMeter:
                 out["memory_used_nvml_mb"] = float(self.nvml.nvmlDeviceGetMemoryInfo(self._handle()).used) / MB
             except Exception:
                 pass
-        # a backend that reads its own allocator says what it used, even where torch's CUDA is initialized beside it
-        headline = next((out[k] for k in ("memory_peak_allocator_mb", "memory_peak_torch_mb", "memory_used_nvml_mb")
-                         if k in out), None)
+        headline = next((out[k] for k in MEMORY_SOURCES if k in out), None)
         if headline is not None:
             out["memory_peak_mb"] = headline
         return out

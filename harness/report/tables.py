@@ -14,6 +14,7 @@ from typing import Any
 
 from ios_core.cost.opprofile import from_csv
 
+from ..machine.usage import MEMORY_SOURCES
 from ..models import MODEL_KEYS
 from ..multirun.sweep_table import normal_baseline
 from ..plugins import label_options
@@ -341,10 +342,4 @@ def memory_source(run: Run) -> str:
     """Where a run's peak memory came from: PyTorch's allocator is the model's own peak, as is a backend's own
     allocator's (JAX's, since its process began: its compile's included); NVML's used memory is the whole GPU's,
     pools a framework reserves up front included (JAX takes 75% of the GPU when it starts)."""
-    if run.metric("memory_peak_allocator_mb") is not None:
-        return "the backend's allocator peak, since it started"
-    if run.metric("memory_peak_torch_mb") is not None:
-        return "PyTorch allocator peak"
-    if run.metric("memory_used_nvml_mb") is not None:
-        return "GPU used (NVML), reserved pools included"
-    return "-"
+    return next((what for key, what in MEMORY_SOURCES.items() if run.metric(key) is not None), "-")
