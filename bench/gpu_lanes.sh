@@ -2,8 +2,8 @@
 # Bench scripts side by side on a host with several GPUs: each argument is one lane, a command run with
 # CUDA_VISIBLE_DEVICES set to the lane's index (0, 1, ...), LANE=<index>, OUT=/tmp/lanes/<index> and the project
 # installed once (SITE_READY), all lanes at once; each is cut at LANE_S seconds (default 540), never later than
-# the call's CALL_S, 600, less the time spent so far and MARGIN_S, 90, for the lanes' stop, the tar and the way
-# back (about 500 s in effect), so what it finished still comes back (whitespace separates the overrides in a
+# the call's CALL_S, 600, less the time spent so far and MARGIN_S, 150, for the lanes' stop, the tar and the way
+# back (about 410 s in effect), so what it finished still comes back (whitespace separates the overrides in a
 # lane's ARGS). The lanes share the host's CPU cores: costs measured beside a compiling lane are a crowded
 # machine's (say so where they are reported). Everything comes back in $OUT/lanes.tgz (each lane's output folder,
 # the gpu_ready logs and every store's records) and, per lane, its tables: lane<i>-search_table.tsv (IOS) and
@@ -20,8 +20,10 @@ source bench/gpu_site.sh /tmp/lanes
 nvidia-smi -L >> /tmp/lanes/versions.txt; nproc >> /tmp/lanes/versions.txt
 # the lanes end in time for the tar and the way back inside the call's limit (CALL_S, the device's 600 s): a call
 # whose lanes ran to 579 s of 600 came back with rc -1 and no files (2026-11-27; its /tmp was fetched by a second
-# call), and so did one that ended at 561 s with a 60 s margin: 90 s by default
-LANE_S=$(( ${LANE_S:-540} < ${CALL_S:-600} - SECONDS - ${MARGIN_S:-90} ? ${LANE_S:-540} : ${CALL_S:-600} - SECONDS - ${MARGIN_S:-90} ))
+# call), and so did one that ended at 561 s with a 60 s margin; with 90 s, two calls on a machine started for them
+# were cut at 511-514 s of wall time (lanes ended at 510 s of the script's: the machine's start is counted too), rc
+# -1 and nothing back: 150 s by default
+LANE_S=$(( ${LANE_S:-540} < ${CALL_S:-600} - SECONDS - ${MARGIN_S:-150} ? ${LANE_S:-540} : ${CALL_S:-600} - SECONDS - ${MARGIN_S:-150} ))
 echo "lanes cut at $LANE_S s" >> /tmp/lanes/lanes.txt
 i=0
 for lane in "$@"; do

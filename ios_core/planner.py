@@ -82,6 +82,9 @@ class PlanOptions(SearchOptions):
     passes: list[str] = field(default_factory=lambda: list(DEFAULT_PASSES))  # graph rewrites (ios_core.passes)
     kernels: str = "auto"  # per conv: auto (time cuDNN and GEMM, keep the faster), cudnn, gemm
     triton_convs: bool = False  # auto kernels: the final model's convs also timed against Inductor's Triton template
+    #: auto kernels: the final model's depthwise convs also timed against the Triton kernel written here (what
+    #: triton_convs offers them, without Inductor's template for the other convs)
+    triton_depthwise: bool = False
     #: cuDNN's execution plan per convolution shape: ``benchmark`` (each new shape's candidate plans timed, torch's
     #: cudnn.benchmark) or ``heuristic`` (the first plan cuDNN's heuristics rank, nothing timed)
     cudnn_search: str = "benchmark"
@@ -110,9 +113,10 @@ class PlanOptions(SearchOptions):
         choose("streams", self.streams, ("chains", "stage-order"))
         choose("kernels", self.kernels, KERNEL_MODES)
         choose("cudnn_search", self.cudnn_search, CUDNN_SEARCHES)
-        if self.triton_convs and self.kernels != "auto":
-            raise OptionError(f"triton_convs=true needs kernels=auto (the Triton conv is timed against the vendor's "
-                              f"kernel), not kernels={self.kernels}")
+        for name in ("triton_convs", "triton_depthwise"):
+            if getattr(self, name) and self.kernels != "auto":
+                raise OptionError(f"{name}=true needs kernels=auto (the Triton conv is timed against the vendor's "
+                                  f"kernel), not kernels={self.kernels}")
         try:
             parse_channels_last(self.channels_last)
         except ValueError:
@@ -336,7 +340,7 @@ class Planner:
             metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
         target = TorchTarget(device, work.precision, channels_last)
         kernels = self.kernel_table(target)
-        kernels.triton_convs = False  # the search's tables (a planner may plan again): see below
+        kernels.triton_convs = kernels.triton_depthwise = False  # the search's tables (a planner may plan again)
         path = self.schedule_path(searched, channels_last)
         foreign = self.foreign_schedule(path, work.device_name) if given is None and path is not None else None
         with phase("schedule"):
@@ -360,7 +364,8 @@ class Planner:
         if o.bounds:  # under the configured cost model, so comparable with predicted_ms
             with phase("bounds"):
                 metrics.update(self.bounds(target, work))
-        kernels.triton_convs = o.triton_convs  # only now: the search's merged convs would each autotune a template
+        # only now: the search's merged convs would each autotune a template (and compile a depthwise program)
+        kernels.triton_convs, kernels.triton_depthwise = o.triton_convs, o.triton_depthwise
         model = ScheduledModel(graph, sched, device, work.precision, o.runtime, channels_last, o.fuse,
                                follow_chains=o.streams == "chains", kernels=kernels)
         with phase("prepare"):  # the warm-up calls before capture settle every kernel choice

@@ -267,8 +267,11 @@ def test_triton_convs_needs_the_kernel_choice():
     from ios_core.schedule import OptionError
 
     PlanOptions(triton_convs=True).check()
+    PlanOptions(triton_depthwise=True).check()
     with pytest.raises(OptionError, match="triton_convs=true needs kernels=auto"):
         PlanOptions(triton_convs=True, kernels="cudnn").check()
+    with pytest.raises(OptionError, match="triton_depthwise=true needs kernels=auto"):
+        PlanOptions(triton_depthwise=True, kernels="gemm").check()
 
 
 _POOL_CASES = [  # (type, kernel, stride, padding, ceil_mode, count_include_pad): Inception's, NASNet's and edge ones
@@ -308,20 +311,22 @@ def test_triton_pool_refuses_what_it_has_no_kernel_for():
 
 
 def test_depthwise_tiles_are_powers_of_two_and_fill_the_gpu_where_the_map_allows():
-    """Triton's tiles are powers of two; a small map gets smaller pixel tiles (more programs), down to 16."""
-    from ios_core.runtime.triton_depthwise import MIN_PROGRAMS, TILE, tile
+    """Triton's tiles are powers of two; the channel tile pads the channels least (16 for 42 channels: 48, not
+    64); a small map gets smaller pixel tiles (more programs), down to MIN_PIXELS."""
+    from ios_core.runtime.triton_depthwise import MIN_PIXELS, MIN_PROGRAMS, PIXELS, tile
 
-    assert tile(83 * 83, 42) == (16, 64) and tile(165 * 165, 96) == (32, 64) and tile(4, 5) == (16, 16)
+    assert tile(83 * 83, 42) == (32, 16) and tile(83 * 83, 96) == (32, 32) and tile(4, 5) == (8, 16)
+    assert tile(121, 672) == (8, 32) and tile(441, 336) == (32, 16) and tile(1764, 84) == (16, 32)
     for pixels in (1, 49, 121, 1764, 6889, 27225):
         for channels in (5, 16, 42, 64, 70, 672, 1232):
             bp, bc = tile(pixels, channels)
-            assert bp & (bp - 1) == 0 and bc & (bc - 1) == 0 and 16 <= bc <= 64 and 16 <= bp and bp * bc <= TILE
-            assert bp == 16 or -(-pixels // bp) * -(-channels // bc) >= MIN_PROGRAMS
+            assert bp & (bp - 1) == 0 and bc in (16, 32) and MIN_PIXELS <= bp <= PIXELS
+            assert bp == MIN_PIXELS or -(-pixels // bp) * -(-channels // bc) >= MIN_PROGRAMS
 
 
 def test_triton_pools_and_depthwise_convs_equal_atens_under_tritons_interpreter():
-    """The kernels' indexing, masks, divisors and channel multipliers (and a depthwise convolution over two
-    channel tiles of 64), run by Triton's CPU interpreter where
+    """The kernels' indexing, masks, divisors and channel multipliers (and a depthwise convolution over several
+    channel tiles), run by Triton's CPU interpreter where
     Triton is installed (tests/test_ios_gpu.py runs them on the GPU in fp16). A process of its own: Triton reads
     TRITON_INTERPRET when its library is imported."""
     pytest.importorskip("triton")
@@ -352,7 +357,7 @@ for k, s, p, mult, act in ((3, 1, 1, 1, "identity"), (5, 2, 2, 1, "relu"), (3, 2
         ref = ref.relu() if act == "relu" else ref
         y = triton_depthwise(node)(x, w, b)
         assert y.shape == ref.shape and torch.allclose(y, ref, atol=1e-5), (k, s, p, mult, act)
-for mult in (1, 2):  # channel tiles of 64: two or three of them, with the last partly masked
+for mult in (1, 2):  # several channel tiles, the last partly masked
     wide = Conv(name="w", inputs=[[Value("x", 0, 70)]], out_channels=70 * mult, kernel=3, stride=1, padding=1,
                 groups=70, act="identity")
     w70, b70, x70 = torch.randn(70 * mult, 1, 3, 3), torch.randn(70 * mult), torch.randn(3, 70, 6, 5)
@@ -384,8 +389,8 @@ def test_the_cudnn_search_option_is_checked_and_names_files_only_where_not_the_d
 
 def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypatch):
     """Issue 42: a depthwise convolution on CUDA is timed as cuDNN against ATen's own kernel (``native``), and with
-    triton_convs the Triton one, the fastest kept and counted; the runtime runs ATen's and Triton's with the
-    weights copied to NCHW once, not per call."""
+    triton_convs (or triton_depthwise alone) the Triton one, the fastest kept and counted; the runtime runs
+    ATen's and Triton's with the weights copied to NCHW once, not per call."""
     import ios_core.runtime.kernels as kernels
     import ios_core.runtime.ops as ops
 
@@ -407,7 +412,7 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
     w = torch.randn(8, 1, 3, 6)[..., ::2]  # weights not in NCHW memory
     ref = F.conv2d(x, w, None, 1, 1, groups=8)
     for times, impl, offset in (([3.0, 1.0, 2.0], "native", 0.0), ([3.0, 2.0, 1.0], "triton", 1.0)):
-        table = KernelTable("auto", lambda runs, times=times: times[:len(runs)], triton_convs=impl == "triton")
+        table = KernelTable("auto", lambda runs, times=times: times[:len(runs)], triton_depthwise=impl == "triton")
         run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
         weights.clear()
         y1, y2 = run.visit_conv(node, x), run.visit_conv(node, x)
@@ -433,5 +438,8 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
     asked = []
     slower = KernelTable("auto", lambda runs: asked.append(len(runs)) or [1.0, 3.0, 2.0][:len(runs)])
     assert slower.impl(node, x, lambda i: None) == "cudnn" and slower.counts()["kernel_depthwise_cudnn"] == 1.0
-    assert asked == [2]  # the Triton kernel is a candidate with triton_convs only
+    assert asked == [2]  # the Triton kernel is a candidate with triton_convs or triton_depthwise only
+    conv3 = _conv(kernel=(3, 3), padding=(1, 1))
+    assert KernelTable("auto", triton_depthwise=True).impl(conv3, torch.randn(1, 8, 5, 5), lambda i: None) == \
+        "cudnn"  # no template for a dense conv: that is triton_convs
     assert KernelTable("cudnn").impl(node, x, lambda i: None) == "cudnn"  # the vendor baseline times nothing

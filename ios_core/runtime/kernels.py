@@ -210,16 +210,17 @@ class KernelTable:
     choices across runs, keyed by ``context`` (GPU, library versions) and the signature, so every
     model, batch size and schedule with the same operator reuses one timing (and compiles no
     Triton candidate that lost). ``triton_convs``: convolutions are also timed against Inductor's
-    generated one (:func:`triton_conv`); the planner turns it on for the final model only."""
+    generated one (:func:`triton_conv`), and depthwise ones against :mod:`.triton_depthwise`'s kernel, which
+    ``triton_depthwise`` alone offers too; the planner turns them on for the final model only."""
 
     def __init__(self, mode: str = "auto", timer: Callable[[list[Callable[[], object]]], list[float]] | None = None,
                  choices: dict[str, str] | None = None, remembered: Remembered | None = None, context: str = "",
-                 triton_convs: bool = False):
+                 triton_convs: bool = False, triton_depthwise: bool = False):
         if mode not in KERNEL_MODES:
             raise ValueError(f"unknown kernel mode {mode!r}; choose one of: {', '.join(KERNEL_MODES)}")
         self.mode, self.timer = mode, timer
         self.remembered, self.context = remembered, context
-        self.triton_convs = triton_convs
+        self.triton_convs, self.triton_depthwise = triton_convs, triton_depthwise
         self.choices: dict[str, str] = dict(choices or {})
         self.timings: dict[str, dict[str, float]] = {}
         self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
@@ -231,10 +232,10 @@ class KernelTable:
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one: cuDNN or, for
         a 1x1 that is one matrix product, cuBLAS, for a depthwise one ATen's own kernel; with ``triton_convs``
-        a depthwise one is also timed on :mod:`.triton_depthwise`'s kernel and any other that is not pointwise
-        as cuDNN against Triton's template."""
+        (or ``triton_depthwise``) a depthwise one is also timed on :mod:`.triton_depthwise`'s kernel, and with
+        ``triton_convs`` any other that is not pointwise as cuDNN against Triton's template."""
         if self.mode == "auto" and depthwise_ok(node, x):
-            impls = (*DEPTHWISE, "triton") if self.triton_convs and depthwise_triton_ok(node) else DEPTHWISE
+            impls = (*DEPTHWISE, "triton") if self.depthwise_triton and depthwise_triton_ok(node) else DEPTHWISE
             return self._choose(self.depthwise_key(node, x), impls, x, run)
         if self.triton_convs and self.mode == "auto" and template_ok(node, x):
             return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
@@ -246,10 +247,16 @@ class KernelTable:
             return "gemm"
         return self._choose(key, IMPLS, x, run)
 
+    @property
+    def depthwise_triton(self) -> bool:
+        """Whether depthwise convolutions are also timed on the Triton kernel."""
+        return self.triton_convs or self.triton_depthwise
+
     def depthwise_key(self, node: Conv, x: torch.Tensor) -> str:
-        """The key of the choice among cuDNN's, ATen's (and with ``triton_convs`` the Triton) kernel for a depthwise
-        ``node`` on ``x``: with the Triton one a key of its own, so a choice made without it is not taken for one."""
-        return sig_text(("depthwise", *(("triton",) if self.triton_convs else ()), *signature(node, x)))
+        """The key of the choice among cuDNN's, ATen's (and with :attr:`depthwise_triton` the Triton) kernel for a
+        depthwise ``node`` on ``x``: with the Triton one a key of its own, so a choice made without it is not
+        taken for one."""
+        return sig_text(("depthwise", *(("triton",) if self.depthwise_triton else ()), *signature(node, x)))
 
     @staticmethod
     def template_key(node: Conv, x: torch.Tensor) -> str:
@@ -336,7 +343,7 @@ class KernelTable:
         kinds: dict[str, list[str]] = {"fused": [], "triton_conv": [], "depthwise": [], "": []}
         for k, v in self.choices.items():
             kind = next((kind for kind in ("fused", "triton_conv", "depthwise") if k.startswith(f"('{kind}'")), "")
-            if kind == "depthwise" and k.startswith("('depthwise', 'triton'") != self.triton_convs:
+            if kind == "depthwise" and k.startswith("('depthwise', 'triton'") != self.depthwise_triton:
                 continue  # the search's choices (without the Triton kernel) where the final model's are counted
             kinds[kind].append(v)
         fused, templates, used = kinds["fused"], kinds["triton_conv"], kinds[""]

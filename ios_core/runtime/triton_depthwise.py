@@ -21,15 +21,16 @@ from ..ir.nodes import Conv
 from .kernels import depthwise_triton_ok
 from .triton_pool import WARPS, output_for
 
-#: output elements a program computes (pixels x channels), and the programs a launch should have at least (two
-#: per SM of an H100) before a tile is made smaller
-TILE, MIN_PROGRAMS = 2048, 264
+#: output pixels a program computes (halved down to :data:`MIN_PIXELS` while a launch would have fewer than
+#: :data:`MIN_PROGRAMS` programs, two per SM of an H100)
+PIXELS, MIN_PIXELS, MIN_PROGRAMS = 32, 8, 264
 
 
-def triton_depthwise(node: Conv) -> Callable[..., torch.Tensor]:
+def triton_depthwise(node: Conv, fixed: tuple[int, int, int] | None = None) -> Callable[..., torch.Tensor]:
     """``node`` (a depthwise convolution, undilated) with its bias and a ReLU or no activation as one Triton
     kernel, called as ``conv(x, w, b)`` on a dense CUDA tensor in either layout (``w`` contiguous: NCHW memory);
-    the output is in the input's layout."""
+    the output is in the input's layout. ``fixed`` (pixels, channels, warps) replaces :func:`tile`'s choice and
+    :data:`WARPS` (bench/depthwise_kernels.py times other tiles with it)."""
     if not depthwise_triton_ok(node):
         raise ValueError(f"node {node.name}: no Triton depthwise kernel for dilation {node.dilation}, "
                          f"activation {node.act}")
@@ -46,22 +47,24 @@ def triton_depthwise(node: Conv) -> Callable[..., torch.Tensor]:
         y, _ = output_for(x, node.out_channels, oh, ow, f"node {node.name}, Triton depthwise convolution")
         if y.numel():
             pixels = x.shape[0] * oh * ow
-            bp, bc = tile(pixels, node.out_channels)
+            bp, bc, warps = fixed or (*tile(pixels, node.out_channels), WARPS)
             grid = (-(-pixels // bp), -(-node.out_channels // bc))
             depthwise2d[grid](x, w, w if b is None else b, y, pixels, node.out_channels, h, wd, oh, ow,
                               *x.stride(), *y.stride(), KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, MULT=mult,
                               HAS_BIAS=b is not None, RELU=node.act == "relu", BLOCK_P=bp, BLOCK_C=bc,
-                              num_warps=WARPS)
+                              num_warps=warps)
         return y
     return conv
 
 
 def tile(pixels: int, channels: int) -> tuple[int, int]:
-    """(pixels, channels) a program computes: up to 64 channels (16 at least: Triton's tiles are powers of two),
-    the rest of :data:`TILE` in pixels, halved down to 16 while the launch would have fewer than
-    :data:`MIN_PROGRAMS` programs (NASNet's 11x11 maps of 672 channels: 44 programs of 32 x 64, 88 of 16 x 64)."""
-    bc = min(64, max(16, 1 << (channels - 1).bit_length()))
-    bp = TILE // bc
-    while bp > 16 and -(-pixels // bp) * -(-channels // bc) < MIN_PROGRAMS:
+    """(pixels, channels) a program computes: 16 or 32 channels, whichever pads the channels less (32 on a tie),
+    and :data:`PIXELS` pixels, halved while the launch would have too few programs. Measured per NASNet shape on
+    the H100 (fp16, bench/depthwise_kernels.py --tiles, 2026-11-27): small tiles win where a 7x7 window's loads
+    keep many programs waiting (42 channels on 83x83: 32 x 16 took 13.8 us, the 16 x 64 tile before 28.1,
+    cuDNN 13.2; large tiles spill registers: 128 x 32 took 598 us), and a tile of 64 channels pads 42 to 64."""
+    bc = min((32, 16), key=lambda c: -(-channels // c) * c - channels)
+    bp = PIXELS
+    while bp > MIN_PIXELS and -(-pixels // bp) * -(-channels // bc) < MIN_PROGRAMS:
         bp //= 2
     return bp, bc
