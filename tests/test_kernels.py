@@ -267,11 +267,9 @@ def test_triton_convs_needs_the_kernel_choice():
     from ios_core.schedule import OptionError
 
     PlanOptions(triton_convs=True).check()
-    PlanOptions(triton_depthwise=True).check()
+    PlanOptions(triton_depthwise=True, kernels="gemm").check()  # on by default: no effect without the choice
     with pytest.raises(OptionError, match="triton_convs=true needs kernels=auto"):
         PlanOptions(triton_convs=True, kernels="cudnn").check()
-    with pytest.raises(OptionError, match="triton_depthwise=true needs kernels=auto"):
-        PlanOptions(triton_depthwise=True, kernels="gemm").check()
 
 
 _POOL_CASES = [  # (type, kernel, stride, padding, ceil_mode, count_include_pad): Inception's, NASNet's and edge ones
