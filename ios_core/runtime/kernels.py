@@ -12,7 +12,7 @@ model share one table, so the DP plans with the kernels that will run, and the c
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
 Depthwise convolutions (one group per input channel) are timed as cuDNN's against ATen's own
-(``native``: PyTorch's CUDA depthwise kernel, NCHW), and with ``triton_convs`` against a Triton kernel
+(``native``: PyTorch's CUDA depthwise kernel, NCHW), and with ``triton_depthwise`` (the default) against a Triton kernel
 written here (:mod:`.triton_depthwise`). cuDNN builds its depthwise plans at run time: each new shape
 cost its first call 250-400 ms on the H100, with its plan search or without, against 0.2-0.6 ms for
 ATen's (bench/conv_first_call.py), so a network of separable convolutions (NASNet, RandWire) spends most
@@ -57,7 +57,7 @@ KERNEL_MODES = ("auto", "cudnn", "gemm")
 CANDIDATES_VERSION = 4
 IMPLS = ("cudnn", "gemm")
 DEPTHWISE_TRITON_ACTS = ("identity", "relu")  # what .triton_depthwise applies in its kernel
-DEPTHWISE = ("cudnn", "native")  # a depthwise convolution's candidates; with triton_convs also .triton_depthwise's
+DEPTHWISE = ("cudnn", "native")  # a depthwise conv's candidates; with triton_depthwise/_convs also .triton_depthwise's
 POOL_IMPLS = ("aten", "triton")
 CONV_TEMPLATE = ("cudnn", "triton")  # a convolution's candidates with ``triton_convs``
 #: Inductor's options for a generated convolution: Triton templates only (cuDNN and cuBLAS are the other

@@ -9,7 +9,8 @@ later process loads it from Triton's on-disk cache. A program computes a tile of
 (:func:`tile`), the window unrolled, padded taps masked, float32 accumulation; the bias and a ReLU are applied
 before the one store. The first program here (a block of output elements per program, one weight load per
 element and tap) lost to cuDNN's kernel on 28 of 33 NASNet and RandWire shapes in the captured model; the tiles
-load a tap's weights once per channel and an input tile whose channels are contiguous in NHWC memory."""
+load a tap's weights once per channel and an input tile whose channels are contiguous in NHWC memory, and were
+faster than cuDNN's kernel on 26 of those 33 shapes on the H100 (147 against 216-233 us summed on NASNet)."""
 
 from __future__ import annotations
 
