@@ -324,6 +324,8 @@ class Planner:
 
     def _plan(self, work: Workload, device: str) -> Plan:
         o = self.options
+        if self._kernels is not None:  # a plan again: the layout and the search time without the final model's
+            self._kernels.triton_convs = self._kernels.triton_depthwise = False  # Triton candidates
         metrics: dict[str, float] = {}
         phase = _Phases(metrics)  # where the optimization cost goes, phase by phase (plan_<phase>_s)
         given = self._load(o.schedule_file, None, "schedule_file") if o.schedule_file else None
@@ -342,7 +344,6 @@ class Planner:
             metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
         target = TorchTarget(device, work.precision, channels_last)
         kernels = self.kernel_table(target)
-        kernels.triton_convs = kernels.triton_depthwise = False  # the search's tables (a planner may plan again)
         path = self.schedule_path(searched, channels_last)
         foreign = self.foreign_schedule(path, work.device_name) if given is None and path is not None else None
         with phase("schedule"):

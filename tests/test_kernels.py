@@ -362,6 +362,8 @@ for mult in (1, 2):  # several channel tiles, the last partly masked
     for x in (x70, x70.to(memory_format=torch.channels_last)):
         ref = F.conv2d(x, w70, b70, 1, 1, groups=70)
         assert torch.allclose(triton_depthwise(wide)(x, w70, b70), ref, atol=1e-5), mult
+        for fixed in ((32, 32, 4), (16, 32, 2)):  # the larger tiles (a small map gets 8 x 16)
+            assert torch.allclose(triton_depthwise(wide, fixed)(x, w70, b70), ref, atol=1e-5), (mult, fixed)
 print("ok", len({_POOL_CASES!r}))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -437,7 +439,9 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
     slower = KernelTable("auto", lambda runs: asked.append(len(runs)) or [1.0, 3.0, 2.0][:len(runs)])
     assert slower.impl(node, x, lambda i: None) == "cudnn" and slower.counts()["kernel_depthwise_cudnn"] == 1.0
     assert asked == [2]  # the Triton kernel is a candidate with triton_convs or triton_depthwise only
-    conv3 = _conv(kernel=(3, 3), padding=(1, 1))
-    assert KernelTable("auto", triton_depthwise=True).impl(conv3, torch.randn(1, 8, 5, 5), lambda i: None) == \
-        "cudnn"  # no template for a dense conv: that is triton_convs
+    monkeypatch.setattr(kernels, "template_ok", lambda node, x: True)  # offered off CUDA
+    conv3, timed = _conv(kernel=(3, 3), padding=(1, 1)), []
+    dense = KernelTable("auto", lambda runs: timed.append(len(runs)) or [2.0, 1.0][:len(runs)], triton_depthwise=True)
+    assert dense.impl(conv3, torch.randn(1, 8, 5, 5), lambda i: None) == "cudnn"  # no template: that is triton_convs
+    assert timed == [] and not any(k.startswith("('triton_conv'") for k in dense.choices)
     assert KernelTable("cudnn").impl(node, x, lambda i: None) == "cudnn"  # the vendor baseline times nothing

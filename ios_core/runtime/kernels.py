@@ -11,16 +11,16 @@ and keeps the faster. The search's stage timings, the in-situ selection and the 
 model share one table, so the DP plans with the kernels that will run, and the choices
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
-Depthwise convolutions (one group per input channel) are timed as cuDNN's against ATen's own
-(``native``: PyTorch's CUDA depthwise kernel, NCHW), and with ``triton_depthwise`` (the default) against a Triton kernel
-written here (:mod:`.triton_depthwise`). cuDNN builds its depthwise plans at run time: each new shape
-cost its first call 250-400 ms on the H100, with its plan search or without, against 0.2-0.6 ms for
-ATen's (bench/conv_first_call.py), so a network of separable convolutions (NASNet, RandWire) spends most
-of a warm rerun building cuDNN plans; where another kernel is as fast, a later run never asks cuDNN for
-that shape. In the captured model at batch 1 cuDNN's kernel was the faster on 40 of NASNet's and
-RandWire's 41 shapes against ATen's (which reads NCHW: an NHWC model pays two layout copies around it),
-and on 28 of 33 against the first Triton one, which computed an element per lane (BENCHMARKS.md); the Triton
-kernel now works on tiles of pixels by channels (CANDIDATES_VERSION 4; not yet timed on a GPU).
+Depthwise convolutions (one group per input channel) are timed as cuDNN's against ATen's own (``native``:
+PyTorch's CUDA depthwise kernel, NCHW), and with ``triton_depthwise`` (the planner's default) against a Triton
+kernel written here (:mod:`.triton_depthwise`). cuDNN builds its depthwise plans at run time: each new shape
+cost its first call 250-400 ms on the H100, with its plan search or without, against 0.2-0.6 ms for ATen's
+(bench/conv_first_call.py), so a network of separable convolutions (NASNet, RandWire) spends most of a warm
+rerun building cuDNN plans; where another kernel is as fast, a later run never asks cuDNN for that shape. In
+the captured model at batch 1 cuDNN's kernel was the faster on 40 of NASNet's and RandWire's 41 shapes against
+ATen's (which reads NCHW: an NHWC model pays two layout copies around it), and on 28 of 33 against the first
+Triton one, which computed an element per lane (BENCHMARKS.md); the Triton kernel now works on tiles of pixels
+by channels and was the faster on 26 of those 33 on the H100.
 
 Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
@@ -53,8 +53,8 @@ from ..ir.ops import OPS
 KERNEL_MODES = ("auto", "cudnn", "gemm")
 #: part of the context the store keeps kernel choices under: a choice timed against another implementation
 #: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's; 3: depthwise
-#: convolutions have ATen's kernel too; 4: the Triton depthwise kernel works on tiles)
-CANDIDATES_VERSION = 4
+#: convolutions have ATen's kernel too; 4: the Triton depthwise kernel works on tiles; 5: its tiles from measurement)
+CANDIDATES_VERSION = 5
 IMPLS = ("cudnn", "gemm")
 DEPTHWISE_TRITON_ACTS = ("identity", "relu")  # what .triton_depthwise applies in its kernel
 DEPTHWISE = ("cudnn", "native")  # a depthwise conv's candidates; with triton_depthwise/_convs also .triton_depthwise's
