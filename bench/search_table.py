@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-PHASES = ("passes", "layout", "schedule", "prepare", "save")
+PHASES = ("passes", "layout", "tables", "schedule", "prepare", "save", "release")
 COLUMNS = ("model", "precision", "batch", "core", "reused", "cost_s", *(f"{p}_s" for p in PHASES), "dp_s", "select_s",
            "states", "transitions", "stages", "timed", "screened", "kernels_timed", "kernels_reused", "compiles",
            "compile_s", "layout_by", "median_ms")

@@ -312,15 +312,20 @@ class Planner:
         import torch
 
         was = torch.backends.cudnn.benchmark, use_cudnn_search(self.options.cudnn_search)
+        plan = None
         try:
-            return self._plan(work, device)
+            plan = self._plan(work, device)
+            return plan
         finally:  # the option holds for this plan's targets only (a later backend in the process sets its own)
+            t = time.perf_counter()
             torch.backends.cudnn.benchmark = was[0]
             use_cudnn_search(was[1])
             if self._remembered is not None:
                 with contextlib.suppress(OSError):  # a cache that cannot be written fails nothing
                     self._remembered.flush()  # the kernels timed so far serve the next plan, even after a failure
             _release()
+            if plan is not None:  # part of the cost: a warm rerun's phases left 1.6 of NASNet's 4.5 s unnamed
+                plan.metrics["plan_release_s"] = time.perf_counter() - t
 
     def _plan(self, work: Workload, device: str) -> Plan:
         o = self.options
@@ -342,10 +347,11 @@ class Planner:
             with phase("layout"):
                 channels_last, layout_how, times = self.layout(searched, device)
             metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
-        target = TorchTarget(device, work.precision, channels_last)
-        kernels = self.kernel_table(target)
-        path = self.schedule_path(searched, channels_last)
-        foreign = self.foreign_schedule(path, work.device_name) if given is None and path is not None else None
+        with phase("tables"):  # the target, the kernel table (the store's choices read) and the schedule's file
+            target = TorchTarget(device, work.precision, channels_last)
+            kernels = self.kernel_table(target)
+            path = self.schedule_path(searched, channels_last)
+            foreign = self.foreign_schedule(path, work.device_name) if given is None and path is not None else None
         with phase("schedule"):
             if given is not None:
                 sched, source, path = self._check(given, graph, "schedule_file"), "schedule file", Path(o.schedule_file)

@@ -92,7 +92,7 @@ def test_one_plan_call_gives_the_model_ready_and_says_where_its_schedule_came_fr
     again = Planner(options, tmp_path).plan(work, "cpu")
     assert again.source == "saved" and again.path == first.path and again.metrics["search_reused"] == 1.0
     # where the optimization cost went, phase by phase (issue 42): the search is the cold plan's schedule phase
-    phases = ("passes", "layout", "schedule", "prepare", "save")
+    phases = ("passes", "layout", "tables", "schedule", "prepare", "save", "release")
     for p in (first, again):
         assert all(p.metrics[f"plan_{k}_s"] >= 0 for k in phases), p.metrics
     assert first.metrics["plan_schedule_s"] > again.metrics["plan_schedule_s"]
