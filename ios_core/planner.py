@@ -88,6 +88,10 @@ class PlanOptions(SearchOptions):
     #: from Triton's disk cache instead of building cuDNN's plans (NASNet warm 4.8 s against 8.6, 1.63-1.73 ms
     #: against 1.88-1.97); its programs are compiled once per machine (+37 s in NASNet's first cold run)
     triton_depthwise: bool = True
+    #: auto kernels: cuDNN's depthwise kernel is kept only where faster than ATen's and Triton's by more than this
+    #: fraction (cuDNN builds each depthwise plan anew in every process, 250-400 ms a shape; the others start in
+    #: milliseconds). 0: the fastest, as timed
+    depthwise_start_margin: float = 0.0
     #: cuDNN's execution plan per convolution shape: ``benchmark`` (each new shape's candidate plans timed, torch's
     #: cudnn.benchmark) or ``heuristic`` (the first plan cuDNN's heuristics rank, nothing timed)
     cudnn_search: str = "benchmark"
@@ -116,6 +120,9 @@ class PlanOptions(SearchOptions):
         choose("streams", self.streams, ("chains", "stage-order"))
         choose("kernels", self.kernels, KERNEL_MODES)
         choose("cudnn_search", self.cudnn_search, CUDNN_SEARCHES)
+        if not 0.0 <= self.depthwise_start_margin <= 1.0:
+            raise OptionError(f"depthwise_start_margin={self.depthwise_start_margin}: a fraction between 0 and 1 "
+                              f"(0.05: cuDNN's depthwise kernel kept where it is more than 5% faster)")
         if self.triton_convs and self.kernels != "auto":  # triton_depthwise, on by default, just has no effect
             raise OptionError(f"triton_convs=true needs kernels=auto (the Triton conv is timed against the vendor's "
                               f"kernel), not kernels={self.kernels}")
@@ -218,9 +225,11 @@ class Planner:
                 self._remembered = CostCache(self.store / "cache" /
                                              f"kernel_choices-{slug(target.device_name())}.json", value=str)
                 # fuse: cuDNN's conv+bias+ReLU; cuDNN's plans searched or its heuristic's first
+                margin = self.options.depthwise_start_margin  # a choice made with another margin is another choice
                 context = " ".join([library_versions(), f"fuse {self.options.fuse} candidates {CANDIDATES_VERSION}",
-                                    *self.options.variant().values()])
-            self._kernels = KernelTable(self.options.kernels, timer, remembered=self._remembered, context=context)
+                                    *self.options.variant().values(), *([f"start margin {margin}"] if margin else [])])
+            self._kernels = KernelTable(self.options.kernels, timer, remembered=self._remembered, context=context,
+                                        start_margin=self.options.depthwise_start_margin)
         return self._kernels
 
     def cost_models(self, target: TorchTarget, work: Workload) -> CostModels:

@@ -268,6 +268,8 @@ def test_triton_convs_needs_the_kernel_choice():
 
     PlanOptions(triton_convs=True).check()
     PlanOptions(triton_depthwise=True, kernels="gemm").check()  # on by default: no effect without the choice
+    with pytest.raises(OptionError, match="depthwise_start_margin=5.0: a fraction between 0 and 1"):
+        PlanOptions(depthwise_start_margin=5.0).check()
     with pytest.raises(OptionError, match="triton_convs=true needs kernels=auto"):
         PlanOptions(triton_convs=True, kernels="cudnn").check()
 
@@ -445,3 +447,10 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
     assert dense.impl(conv3, torch.randn(1, 8, 5, 5), lambda i: None) == "cudnn"  # no template: that is triton_convs
     assert timed == [] and not any(k.startswith("('triton_conv'") for k in dense.choices)
     assert KernelTable("cudnn").impl(node, x, lambda i: None) == "cudnn"  # the vendor baseline times nothing
+    # cuDNN's kernel builds its plan in every process: with a margin it must win by more than that
+    for margin, times, impl in ((0.0, [1.0, 1.5, 1.03], "cudnn"), (0.05, [1.0, 1.5, 1.03], "triton"),
+                                (0.05, [1.0, 1.04, 1.5], "native"), (0.05, [1.0, 1.2, 1.06], "cudnn")):
+        table = KernelTable("auto", lambda runs, times=times: times[:len(runs)], triton_depthwise=True,
+                            start_margin=margin)
+        assert table.impl(node, x, lambda i: None) == impl, (margin, times)
+        assert table.timings[table.depthwise_key(node, x)] == dict(zip(("cudnn", "native", "triton"), times))

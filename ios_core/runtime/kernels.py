@@ -211,16 +211,20 @@ class KernelTable:
     model, batch size and schedule with the same operator reuses one timing (and compiles no
     Triton candidate that lost). ``triton_convs``: convolutions are also timed against Inductor's
     generated one (:func:`triton_conv`), and depthwise ones against :mod:`.triton_depthwise`'s kernel, which
-    ``triton_depthwise`` alone offers too; the planner turns them on for the final model only."""
+    ``triton_depthwise`` alone offers too; the planner turns them on for the final model only.
+    ``start_margin``: cuDNN's depthwise kernel is kept only where it is faster than the best other candidate by
+    more than this fraction, as cuDNN builds each depthwise plan anew in every process (250-400 ms a shape)
+    where ATen's kernel starts at once and the Triton one loads from disk."""
 
     def __init__(self, mode: str = "auto", timer: Callable[[list[Callable[[], object]]], list[float]] | None = None,
                  choices: dict[str, str] | None = None, remembered: Remembered | None = None, context: str = "",
-                 triton_convs: bool = False, triton_depthwise: bool = False):
+                 triton_convs: bool = False, triton_depthwise: bool = False, start_margin: float = 0.0):
         if mode not in KERNEL_MODES:
             raise ValueError(f"unknown kernel mode {mode!r}; choose one of: {', '.join(KERNEL_MODES)}")
         self.mode, self.timer = mode, timer
         self.remembered, self.context = remembered, context
         self.triton_convs, self.triton_depthwise = triton_convs, triton_depthwise
+        self.start_margin = start_margin
         self.choices: dict[str, str] = dict(choices or {})
         self.timings: dict[str, dict[str, float]] = {}
         self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
@@ -236,7 +240,7 @@ class KernelTable:
         ``triton_convs`` any other that is not pointwise as cuDNN against Triton's template."""
         if self.mode == "auto" and depthwise_ok(node, x):
             impls = (*DEPTHWISE, "triton") if self.depthwise_triton and depthwise_triton_ok(node) else DEPTHWISE
-            return self._choose(self.depthwise_key(node, x), impls, x, run)
+            return self._choose(self.depthwise_key(node, x), impls, x, run, slow_start="cudnn")
         if self.triton_convs and self.mode == "auto" and template_ok(node, x):
             return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
         if self.mode == "cudnn" or not gemm_ok(node, x):
@@ -301,9 +305,11 @@ class KernelTable:
         return self._choose(sig_text(fused_signature(node, xs)), POOL_IMPLS, xs[0], run)
 
 
-    def _choose(self, key: str, impls: tuple[str, ...], x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
+    def _choose(self, key: str, impls: tuple[str, ...], x: torch.Tensor, run: Callable[[str], torch.Tensor],
+                slow_start: str = "") -> str:
         """A remembered choice, or the candidates timed (the first, the vendor's, on a tie or
-        where nothing can be timed: inside a capture or without a timer)."""
+        where nothing can be timed: inside a capture or without a timer); ``slow_start``, the candidate each new
+        process pays to start, wins only by more than :attr:`start_margin`."""
         hit = self.choices.get(key)
         if hit is not None:
             return hit
@@ -325,7 +331,8 @@ class KernelTable:
         self.timed += 1
         if key in self.failed:  # the compiled candidate (the last) did not compile: what it timed was its fallback
             self.timings[key][impls[-1]] = float("inf")
-        choice = min(impls, key=lambda i: (self.timings[key][i], i != impls[0]))
+        handicap = {slow_start: 1.0 + self.start_margin}
+        choice = min(impls, key=lambda i: (self.timings[key][i] * handicap.get(i, 1.0), i != impls[0]))
         self.choices[key] = choice
         self._remember(key, choice)
         return choice
