@@ -111,7 +111,10 @@ class PlanOptions(SearchOptions):
     def variant(self) -> dict[str, str]:
         """Options that change every timing but were added after files were saved: named (in file names and
         cache keys) only where not at their default, so the files saved before them are still found."""
-        return {"cudnn_search": self.cudnn_search} if self.cudnn_search != "benchmark" else {}
+        named = {"cudnn_search": self.cudnn_search} if self.cudnn_search != "benchmark" else {}
+        if self.depthwise_start_margin:  # it picks kernels in the search's stages and the layout's timing too
+            named["depthwise_start_margin"] = f"start margin {self.depthwise_start_margin:g}"
+        return named
 
     def check(self) -> None:
         SearchOptions.check(self)
@@ -225,9 +228,8 @@ class Planner:
                 self._remembered = CostCache(self.store / "cache" /
                                              f"kernel_choices-{slug(target.device_name())}.json", value=str)
                 # fuse: cuDNN's conv+bias+ReLU; cuDNN's plans searched or its heuristic's first
-                margin = self.options.depthwise_start_margin  # a choice made with another margin is another choice
                 context = " ".join([library_versions(), f"fuse {self.options.fuse} candidates {CANDIDATES_VERSION}",
-                                    *self.options.variant().values(), *([f"start margin {margin}"] if margin else [])])
+                                    *self.options.variant().values()])  # a margin's choices are its own
             self._kernels = KernelTable(self.options.kernels, timer, remembered=self._remembered, context=context,
                                         start_margin=self.options.depthwise_start_margin)
         return self._kernels
