@@ -46,10 +46,13 @@ class MissingDependency(BackendError):
 
 
 class AllocatorStats(NamedTuple):
-    """A device allocator's bytes in use now and its peak since the process began (JAX cannot reset it)."""
+    """A device allocator's bytes in use now and its peak since the process began (JAX cannot reset it), and
+    where the runtime plans a call's buffers itself, that plan's peak (XLA's, arguments included): what one
+    call takes, where the peak since the start is the compile's."""
 
     in_use: float
     peak: float
+    call_peak: float = 0.0
 
 
 @dataclass

@@ -33,7 +33,7 @@ def test_jax_reads_its_allocator_where_it_keeps_counters():
     model's memory, where NVML's counts the pool JAX reserves)."""
     jax = pytest.importorskip("jax")
     from harness.backend import AllocatorStats
-    from plugins.jax.backend import allocator_stats
+    from plugins.jax.backend import allocator_stats, call_peak_bytes
 
     assert allocator_stats(jax.devices("cpu")[0]) is None
 
@@ -41,6 +41,11 @@ def test_jax_reads_its_allocator_where_it_keeps_counters():
         def memory_stats(self):
             return {"bytes_in_use": 2048, "peak_bytes_in_use": 4096, "bytes_limit": 60 << 30}
     assert allocator_stats(Gpu()) == AllocatorStats(2048.0, 4096.0)
+    assert allocator_stats(Gpu(), 1024.0) == AllocatorStats(2048.0, 4096.0, 1024.0)
+    # XLA's buffer plan for one call: at least its arguments (two 64x64 float32 matrices) and output
+    compiled = jax.jit(lambda a, b: (a @ b).sum(0)).lower(jax.numpy.ones((64, 64)), jax.numpy.ones((64, 64))).compile()
+    assert call_peak_bytes(compiled) >= 2 * 64 * 64 * 4 + 64 * 4
+    assert call_peak_bytes(object()) == 0.0
 
 
 def test_jax_pool_edge_cases():

@@ -8,7 +8,10 @@ and apart the peak of its preparation before (``memory_prepare_peak_mb``: IOS's 
 GPU's used memory as NVML reports it after the timed loop (a backend with its own allocator: ONNX Runtime,
 TensorRT, TVM), or where the backend reads its own allocator (JAX: ``Prepared.memory_stats``) that allocator's
 peak since the process began, the peak when the loop began (the preparation's) and what it held then (NVML's
-figure counts the 75% of the GPU JAX reserves when it starts); on the CPU the child's peak resident set.
+figure counts the 75% of the GPU JAX reserves when it starts). JAX cannot reset that peak, and XLA's compile
+sets it (9.5 GB of autotuning scratch for NASNet on the H100, where the model held 305 MB), so where the loop
+did not raise it the headline is the compiled call's own buffer plan (``memory_peak_call_mb``: XLA's peak,
+arguments included). On the CPU the child's peak resident set.
 Energy: NVML's total-energy counter (mJ since the driver loaded; Volta and newer) read before and after the
 timed loop, divided by the calls made, and the mean power over the loop. The counter is the whole GPU's: another
 process on the same GPU adds its energy (the load-aware launcher gives the device to one measurement)."""
@@ -28,7 +31,8 @@ if TYPE_CHECKING:
 MB = 2 ** 20
 #: where a GPU run's headline memory is read from, first found first, and what each figure is: a backend that reads
 #: its own allocator says what it used even where torch's CUDA is initialized beside it; NVML's is the whole GPU's
-MEMORY_SOURCES = {"memory_peak_allocator_mb": "the backend's allocator peak, since it started",
+MEMORY_SOURCES = {"memory_peak_call_mb": "the compiled call's own buffer plan (XLA), arguments included",
+                  "memory_peak_allocator_mb": "the backend's allocator peak, since it started",
                   "memory_peak_torch_mb": "PyTorch allocator peak",
                   "memory_used_nvml_mb": "GPU used (NVML), reserved pools included"}
 
@@ -44,6 +48,7 @@ class UsageMeter:
     _energy0: float | None = field(default=None, init=False)
     _t0: float = field(default=0.0, init=False)
     _out: dict[str, float] = field(default_factory=dict, init=False)
+    _prepare_peak: float = field(default=0.0, init=False)  # the backend's allocator's peak when the loop began
 
     def _handle(self) -> Any:
         return self.nvml.nvmlDeviceGetHandleByIndex(self.index)
@@ -62,6 +67,7 @@ class UsageMeter:
             held = self._allocator_stats()
             if held is not None:  # its peak so far is the preparation's (JAX cannot reset it for the loop)
                 self._out.update(memory_held_mb=held.in_use / MB, memory_prepare_peak_mb=held.peak / MB)
+                self._prepare_peak = held.peak
         self._energy0 = self._energy_mj()
         self._t0 = time.perf_counter()
         return self
@@ -89,6 +95,8 @@ class UsageMeter:
         own = self._allocator_stats()
         if own is not None:
             out["memory_peak_allocator_mb"] = own.peak / MB
+            if own.call_peak and own.peak <= self._prepare_peak:  # the peak is still the compile's (XLA's scratch)
+                out["memory_peak_call_mb"] = own.call_peak / MB
         if self.nvml is not None:
             try:
                 out["memory_used_nvml_mb"] = float(self.nvml.nvmlDeviceGetMemoryInfo(self._handle()).used) / MB
