@@ -28,10 +28,14 @@ from ios_core.runtime.kernels import conv_native
 from ios_core.runtime.triton_depthwise import tile, triton_depthwise
 
 
+def depthwise(c: int, k: tuple, s: tuple, p: tuple, d: tuple, name: str) -> Conv:
+    return Conv(name=name, inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=s, padding=p, dilation=d,
+                groups=c, act="identity")
+
+
 def kernels(c: int, k: tuple, s: tuple, p: tuple, d: tuple, x: torch.Tensor, wt: torch.Tensor, name: str):
     """The convolution on cuDNN (NHWC weights), on the Triton kernel and on ATen's (NCHW weights: their form)."""
-    node = Conv(name=name, inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=s, padding=p,
-                dilation=d, groups=c, act="identity")
+    node = depthwise(c, k, s, p, d, name)
     w_nchw = wt.contiguous()
     return (functools.partial(F.conv2d, x, wt, None, s, p, d, c),
             functools.partial(triton_depthwise(node), x, w_nchw, None),
@@ -53,15 +57,14 @@ def tiles(models: list[str], dtype: torch.dtype, pixels: list[int], channels: li
         ref = cudnn().float()
         base = [replay_us(cudnn), replay_us(default)]
         oh, ow = (h + 2 * p[0] - k[0]) // s[0] + 1, (w + 2 * p[1] - k[1]) // s[1] + 1
-        node = Conv(name=f"dw{i}", inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=s, padding=p,
-                    dilation=d, groups=c, act="identity")
+        node, w_nchw = depthwise(c, k, s, p, d, f"dw{i}"), wt.contiguous()
         best = (float("inf"), None)
         for bc in [v for v in channels if v <= max(16, 1 << (c - 1).bit_length())]:
             for bp in pixels:
                 for nw in warps:
                     if not 32 * nw <= bp * bc <= 8192:
                         continue
-                    f = functools.partial(triton_depthwise(node, (bp, bc, nw)), x, wt.contiguous(), None)
+                    f = functools.partial(triton_depthwise(node, (bp, bc, nw)), x, w_nchw, None)
                     err = ((f().float() - ref).abs().max() / ref.abs().max()).item()
                     us = replay_us(f)
                     print(f"cfg\t{i}\tc{c} {h}x{w} k{k} s{s}\t{bp}x{bc} w{nw}\t{us:.2f}\terr {err:.1e}", flush=True)

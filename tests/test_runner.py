@@ -289,7 +289,10 @@ def test_the_noise_verdict_of_several_processes_is_on_their_medians(medians, noi
     first = one(medians[0], ["noisy: CV 20.0%, CI +-20.00% of the median"])
     last = one(medians[-1], [])
     last.metrics.update(optimization_cost_s=0.25, plan_schedule_s=0.125, search_reused=1.0)
+    first.metrics.update(memory_peak_mb=120.0, memory_peak_call_mb=120.0)  # JAX's headline source, kept
+    last.metrics.update(memory_peak_mb=130.0, memory_peak_call_mb=130.0)
     m = combine([first, *(one(v, []) for v in medians[1:-1]), last], 1, RunnerConfig())
+    assert m.metrics["memory_peak_mb"] == m.metrics["memory_peak_call_mb"] == 130.0
     # the first process's (cold) preparation is the headline's; the last one's (warm) is kept beside it
     assert m.metrics["optimization_cost_s"] == 1.0 and m.metrics["optimization_cost_last_s"] == 0.25
     assert m.metrics["plan_schedule_last_s"] == 0.125 and m.metrics["search_reused_last"] == 1.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import RunnerConfig
+from ..machine.usage import MEMORY_SOURCES
 from ..records.record import Measurement
 from ..stats import between_processes, summarize
 from .protocol import NOISY_CI, NOISY_CV
@@ -29,8 +30,7 @@ def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Mea
     metrics["throughput_ips"] = batch / (between["latency_median_ms"] / 1000.0)
     metrics.update(_last_preparation(results[-1].metrics))
     for key in ("energy_per_inference_mj", "power_mean_w", "memory_peak_mb", "memory_peak_rss_mb",
-                "memory_prepare_peak_mb", "memory_held_mb", "memory_peak_torch_mb", "memory_peak_allocator_mb",
-                "memory_used_nvml_mb"):
+                "memory_prepare_peak_mb", "memory_held_mb", *MEMORY_SOURCES):  # so the report names the source
         values = [r.metrics[key] for r in results if key in r.metrics]
         if values:
             metrics[key] = float(np.median(values)) if "memory" not in key else float(max(values))

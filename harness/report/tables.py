@@ -339,7 +339,8 @@ def usage_table(runs: list[Run]) -> Table | None:
 
 
 def memory_source(run: Run) -> str:
-    """Where a run's peak memory came from: PyTorch's allocator is the model's own peak, as is a backend's own
-    allocator's (JAX's, since its process began: its compile's included); NVML's used memory is the whole GPU's,
-    pools a framework reserves up front included (JAX takes 75% of the GPU when it starts)."""
+    """Where a run's peak memory came from (:data:`~harness.machine.usage.MEMORY_SOURCES`, in the meter's order):
+    XLA's plan for one call, a backend's own allocator's peak (JAX's, since its process began: its compile's
+    included), PyTorch's allocator's; NVML's used memory is the whole GPU's, pools a framework reserves up front
+    included (JAX takes 75% of the GPU when it starts)."""
     return next((what for key, what in MEMORY_SOURCES.items() if run.metric(key) is not None), "-")
