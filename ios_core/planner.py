@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -82,16 +83,23 @@ class PlanOptions(SearchOptions):
     passes: list[str] = field(default_factory=lambda: list(DEFAULT_PASSES))  # graph rewrites (ios_core.passes)
     kernels: str = "auto"  # per conv: auto (time cuDNN and GEMM, keep the faster), cudnn, gemm
     triton_convs: bool = False  # auto kernels: the final model's convs also timed against Inductor's Triton template
-    #: auto kernels (no effect with the others): the final model's depthwise convs also timed against the
-    #: Triton kernel written here (what triton_convs offers them, without Inductor's template for the other
-    #: convs). On by default: on the H100 it beat cuDNN on 20 of NASNet's 25 shapes, and a warm rerun loads it
-    #: from Triton's disk cache instead of building cuDNN's plans (NASNet warm 4.8 s against 8.6, 1.63-1.73 ms
-    #: against 1.88-1.97); its programs are compiled once per machine (+37 s in NASNet's first cold run)
+    #: auto kernels (no effect with the others): depthwise convs (the layout's, the search's and the final
+    #: model's) run on the Triton kernel written here, timed against ATen's (what triton_convs offers them,
+    #: without Inductor's template for the other convs). On by default: on the H100 it beat cuDNN on 20 of
+    #: NASNet's 25 shapes, and a warm rerun loads it from Triton's disk cache instead of building cuDNN's plans
+    #: (NASNet warm 4.8 s against 8.6, 1.63-1.73 ms against 1.88-1.97); its programs are compiled once per
+    #: machine, on compile_threads threads
     triton_depthwise: bool = True
-    #: auto kernels: cuDNN's depthwise kernel is kept only where faster than ATen's and Triton's by more than this
-    #: fraction (cuDNN builds each depthwise plan anew in every process, 250-400 ms a shape; the others start in
-    #: milliseconds). 0: the fastest, as timed
+    #: with triton_depthwise: cuDNN's depthwise kernel timed too. Off by default: it builds each depthwise plan
+    #: anew in every process (250-400 ms a shape, in the layout's timing, the search's and every warm rerun)
+    #: and beat the Triton kernel on 5 of NASNet's 25 shapes by 1-29% (2.5 us summed)
+    depthwise_cudnn: bool = False
+    #: auto kernels, where cuDNN's depthwise kernel is a candidate: it is kept only where faster than ATen's and
+    #: Triton's by more than this fraction (the others start in milliseconds). 0: the fastest, as timed
     depthwise_start_margin: float = 0.0
+    #: threads that compile the Triton programs of the kernel choice at once (0: every core this process may
+    #: use; the harness gives a job under its load-aware launcher its CPU slot's share)
+    compile_threads: int = 0
     #: cuDNN's execution plan per convolution shape: ``benchmark`` (each new shape's candidate plans timed, torch's
     #: cudnn.benchmark) or ``heuristic`` (the first plan cuDNN's heuristics rank, nothing timed)
     cudnn_search: str = "benchmark"
@@ -114,6 +122,8 @@ class PlanOptions(SearchOptions):
         named = {"cudnn_search": self.cudnn_search} if self.cudnn_search != "benchmark" else {}
         if self.depthwise_start_margin:  # it picks kernels in the search's stages and the layout's timing too
             named["depthwise_start_margin"] = f"start margin {self.depthwise_start_margin:g}"
+        if self.depthwise_cudnn:
+            named["depthwise_cudnn"] = "depthwise cudnn"
         return named
 
     def check(self) -> None:
@@ -126,6 +136,9 @@ class PlanOptions(SearchOptions):
         if not 0.0 <= self.depthwise_start_margin <= 1.0:
             raise OptionError(f"depthwise_start_margin={self.depthwise_start_margin}: a fraction between 0 and 1 "
                               f"(0.05: cuDNN's depthwise kernel kept where it is more than 5% faster)")
+        if self.depthwise_start_margin and self.triton_depthwise and not self.depthwise_cudnn:
+            raise OptionError(f"depthwise_start_margin={self.depthwise_start_margin} has no effect: cuDNN's depthwise "
+                              f"kernel is not a candidate beside the Triton one; set depthwise_cudnn=true")
         if self.triton_convs and self.kernels != "auto":  # triton_depthwise, on by default, just has no effect
             raise OptionError(f"triton_convs=true needs kernels=auto (the Triton conv is timed against the vendor's "
                               f"kernel), not kernels={self.kernels}")
@@ -139,7 +152,7 @@ class PlanOptions(SearchOptions):
         if not 0 <= self.layout_screen < 10:
             raise OptionError(f"layout_screen={self.layout_screen}: a fraction from 0 (always time the layouts with "
                               "the kernel choice) to below 10")
-        at_least(self, 0, "opt_batch", "schedule_any_batch")
+        at_least(self, 0, "opt_batch", "schedule_any_batch", "compile_threads")
 
     def digest(self, keys: tuple[str, ...], **more: Any) -> str:
         """A short hash of the named options (and ``more``, and :meth:`variant`): part of a saved file's name."""
@@ -230,9 +243,18 @@ class Planner:
                 # fuse: cuDNN's conv+bias+ReLU; cuDNN's plans searched or its heuristic's first
                 context = " ".join([library_versions(), f"fuse {self.options.fuse} candidates {CANDIDATES_VERSION}",
                                     *self.options.variant().values()])  # a margin's choices are its own
-            self._kernels = KernelTable(self.options.kernels, timer, remembered=self._remembered, context=context,
-                                        start_margin=self.options.depthwise_start_margin)
+            o = self.options
+            self._kernels = KernelTable(o.kernels, timer, remembered=self._remembered, context=context,
+                                        triton_depthwise=o.triton_depthwise, start_margin=o.depthwise_start_margin,
+                                        depthwise_cudnn=o.depthwise_cudnn, compile_threads=self.compile_threads)
         return self._kernels
+
+    @property
+    def compile_threads(self) -> int:
+        """Threads the kernel choice compiles Triton programs on (``compile_threads``, or every usable core)."""
+        if self.options.compile_threads:
+            return self.options.compile_threads
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
     def cost_models(self, target: TorchTarget, work: Workload) -> CostModels:
         """``auto``: on CUDA, each part is screened with the calibrated model and solved with
@@ -341,7 +363,7 @@ class Planner:
     def _plan(self, work: Workload, device: str) -> Plan:
         o = self.options
         if self._kernels is not None:  # a plan again: the layout and the search time without the final model's
-            self._kernels.triton_convs = self._kernels.triton_depthwise = False  # Triton candidates
+            self._kernels.triton_convs = False  # Triton templates
         metrics: dict[str, float] = {}
         phase = _Phases(metrics)  # where the optimization cost goes, phase by phase (plan_<phase>_s)
         given = self._load(o.schedule_file, None, "schedule_file") if o.schedule_file else None
@@ -384,8 +406,7 @@ class Planner:
         if o.bounds:  # under the configured cost model, so comparable with predicted_ms
             with phase("bounds"):
                 metrics.update(self.bounds(target, work))
-        # only now: the search's merged convs would each autotune a template (and compile a depthwise program)
-        kernels.triton_convs, kernels.triton_depthwise = o.triton_convs, o.triton_depthwise
+        kernels.triton_convs = o.triton_convs  # only now: the search's merged convs would each autotune a template
         model = ScheduledModel(graph, sched, device, work.precision, o.runtime, channels_last, o.fuse,
                                follow_chains=o.streams == "chains", kernels=kernels)
         with phase("prepare"):  # the warm-up calls before capture settle every kernel choice
@@ -551,7 +572,7 @@ class Planner:
                                 kernels=kernels, timing=timing)
         how = "measured"
         if o.layout_screen > 0 and o.kernels == "auto":
-            vendor = timed(lambda _: KernelTable("cudnn"))
+            vendor = timed(lambda _: self.screen_table())
             fast, slow = sorted(vendor.values())
             if slow > fast * (1 + o.layout_screen):
                 times, how = vendor, "measured (vendor kernels)"
@@ -563,6 +584,14 @@ class Planner:
             path.write_text(json.dumps({"channels_last": channels_last, "ms": times, "how": how,
                                         "batch": work.batch}, indent=1))
         return channels_last, how, times
+
+    def screen_table(self) -> KernelTable:
+        """The layout screen's kernels: nothing timed, the first candidate of each choice: cuDNN, ATen's pools
+        and, with ``triton_depthwise`` (and not ``depthwise_cudnn``), the Triton depthwise kernel, which the
+        model will run (cuDNN's would build a plan per shape and layout: most of NASNet's 25 s screen)."""
+        o = self.options
+        return KernelTable("auto", None, triton_depthwise=o.triton_depthwise, depthwise_cudnn=o.depthwise_cudnn,
+                           compile_threads=self.compile_threads)
 
     def bounds(self, target: TorchTarget, work: Workload) -> dict[str, float]:
         """Critical path and sum of ops under the configured cost model (comparable with predicted_ms)."""

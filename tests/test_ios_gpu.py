@@ -231,3 +231,50 @@ def test_atens_and_tritons_depthwise_kernels_equal_cudnns_in_both_layouts_and_ke
     assert not depthwise_ok(node, sliced)  # its output layout would be a guess: cuDNN's kernel, no choice
     table = KernelTable("auto", lambda calls: [float(i) for i in range(len(calls), 0, -1)], triton_convs=True)
     assert table.impl(node, x, lambda i: None) == "triton" and table.counts()["kernel_depthwise_triton"] == 1.0
+
+
+def test_triton_programs_compile_ahead_on_threads_under_the_keys_their_launches_use(tmp_path, monkeypatch):
+    """Issue 42: ``KernelTable.ahead`` compiles the Triton depthwise and pool programs a call will time on a
+    thread pool (Triton's asynchronous compile mode), in a fresh Triton cache; the timed calls that follow find
+    each program in memory (no new compile, the program caches no larger) and equal the reference."""
+    import torch
+    import torch.nn.functional as F
+
+    from ios_core.ir.nodes import Conv, Pool, Value
+    from ios_core.runtime import ahead
+    from ios_core.runtime.kernels import KernelTable
+    from ios_core.runtime.ops import RuntimeOps
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    assert ahead.supported()
+    from ios_core.runtime.triton_programs import depthwise2d, pool2d
+
+    torch.manual_seed(0)
+    c = 40
+    convs = [Conv(name=f"d{k}", inputs=[[Value("x", 0, c)]], out_channels=c, kernel=k, stride=1, padding=k // 2,
+                  groups=c, act="relu") for k in (3, 5, 7)]
+    pool = Pool(name="p", inputs=[[Value("x", 0, c)]], pool_type="max", kernel=3, stride=2, padding=1)
+    params = {n.name: (torch.randn(c, 1, *n.kernel, device="cuda", dtype=torch.half) / 9,
+                       torch.randn(c, device="cuda", dtype=torch.half)) for n in convs}
+    x = torch.randn(1, c, 19, 19, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
+    table = KernelTable("auto", lambda calls: [float(i) for i, f in enumerate(calls) if f() is not None or True],
+                        triton_depthwise=True, depthwise_cudnn=False, compile_threads=4)
+    ops = RuntimeOps({"x": c, **{n.name: c for n in convs}, "p": c}, params, fuse=False, kernels=table)
+
+    def call():
+        return [ops.visit_conv(n, x) for n in convs] + [ops.visit_pool(pool, x)]
+
+    def programs():
+        return sum(len(caches[0]) for f in (depthwise2d, pool2d) for caches in f.device_caches.values())
+    before = programs()
+    with torch.inference_mode():
+        table.ahead(call)
+        assert table.ahead_programs == 4 and table.compiles == 0 and table.choices == {}
+        assert programs() == before + 4
+        ys = call()
+    assert programs() == before + 4 and table.compiles == 0  # the launches found the programs made ahead
+    assert table.counts()["kernel_depthwise_triton"] == 3.0 and table.counts()["kernel_pool_triton"] == 0.0
+    for n, y in zip(convs, ys):
+        w, b = params[n.name]
+        torch.testing.assert_close(y, F.conv2d(x, w, b, 1, n.kernel[0] // 2, groups=c).relu(), rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(ys[-1], F.max_pool2d(x, 3, 2, 1))

@@ -62,7 +62,8 @@ def test_kernel_table_keeps_the_faster_and_times_each_shape_once():
                                               "kernel_depthwise_triton": 0.0,
                                               "kernel_pool_triton": 0.0, "kernel_pool_aten": 0.0,
                                               "kernel_fused_triton": 0.0, "kernel_fused_aten": 0.0,
-                                              "kernel_compiles": 0.0, "kernel_compile_s": 0.0}
+                                              "kernel_compiles": 0.0, "kernel_compile_s": 0.0,
+                                              "kernel_ahead_programs": 0.0, "kernel_ahead_s": 0.0}
     key, = table.timings
     assert table.timings[key] == {"cudnn": 2.0, "gemm": 1.0} and table.choices == {key: "gemm"}
     tie = KernelTable("auto", lambda calls: [1.0, 1.0])
@@ -454,3 +455,60 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
                             start_margin=margin)
         assert table.impl(node, x, lambda i: None) == impl, (margin, times)
         assert table.timings[table.depthwise_key(node, x)] == dict(zip(("cudnn", "native", "triton"), times))
+
+
+def test_ahead_compiles_the_triton_programs_a_call_will_time_and_chooses_nothing(monkeypatch):
+    """Issue 42: ``KernelTable.ahead`` calls the model once with each undecided depthwise convolution (and pool) on
+    its Triton program, inside the compile-ahead block, without timing or keeping any choice; the call that
+    follows times the candidates with the program made then. A decided convolution runs what was decided; the
+    untimed screen's table runs its first candidate; without threads nothing happens."""
+    import contextlib
+
+    import ios_core.runtime.ahead as ahead
+    import ios_core.runtime.kernels as kernels
+    import ios_core.runtime.ops as ops
+
+    node = _conv(kernel=(3, 3), padding=(1, 1), groups=8, out=8)
+    x = torch.randn(1, 8, 5, 5).to(memory_format=torch.channels_last)
+    monkeypatch.setattr(kernels, "depthwise_ok", lambda node, x: node.groups == x.shape[1])
+    monkeypatch.setattr(ops, "depthwise_ok", kernels.depthwise_ok)
+    monkeypatch.setattr(ops, "conv_native", lambda node, x, w, b: F.conv2d(x, w, b, 1, 1, groups=8))
+    inside, calls, made = [False], [], []
+
+    @contextlib.contextmanager
+    def compiling(threads):
+        calls.append(("block", threads))
+        inside[0] = True
+        yield
+        inside[0] = False
+
+    def triton(node):
+        made.append(node.name)
+        return lambda x, w, b: calls.append(("triton", inside[0])) or F.conv2d(x, w, b, 1, 1, groups=8) + 1
+    monkeypatch.setattr(ahead, "supported", lambda: True)
+    monkeypatch.setattr(ahead, "compiling", compiling)
+    monkeypatch.setattr(ops, "triton_depthwise", triton)
+    w = torch.randn(8, 1, 3, 3)
+    timed = []
+    table = KernelTable("auto", lambda runs: timed.append(len(runs)) or [1.0, 2.0][:len(runs)],
+                        triton_depthwise=True, depthwise_cudnn=False, compile_threads=4)
+    run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
+    assert table.depthwise_impls(node) == ("triton", "native")  # cuDNN's kernel not tried
+    table.ahead(lambda: run.visit_conv(node, x))
+    assert calls == [("block", 4), ("triton", True)] and made == ["c"] and timed == []
+    assert table.choices == {} and table.ahead_programs == 1 and table.compiles == 0 and table.ahead_s > 0
+    torch.testing.assert_close(run.visit_conv(node, x), F.conv2d(x, w, None, 1, 1, groups=8) + 1)
+    assert table.choices == {table.depthwise_key(node, x): "triton"} and timed == [2] and made == ["c"]
+    assert "triton only" in table.depthwise_key(node, x) and table.counts()["kernel_ahead_programs"] == 1.0
+    calls.clear()
+    table.choices[table.depthwise_key(node, x)] = "native"  # decided against: its program is not compiled
+    table.ahead(lambda: run.visit_conv(node, x))
+    assert calls == [("block", 4)]
+    screen = KernelTable("auto", None, triton_depthwise=True, depthwise_cudnn=False, compile_threads=2)
+    calls.clear()
+    screen.ahead(lambda: ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=screen)
+                 .visit_conv(node, x))
+    assert calls == [("block", 2), ("triton", True)]  # untimed: its first candidate, as the screen will run
+    calls.clear()
+    KernelTable("auto", None, triton_depthwise=True, compile_threads=0).ahead(lambda: calls.append("ran"))
+    assert calls == []  # no threads: the call is not made at all

@@ -217,20 +217,28 @@ def test_kernel_choices_saved_among_other_candidates_are_not_replayed_and_cudnn_
         assert again.source == "saved" and ("('pool', 'made against Inductor')" in again.kernels.choices) == seeded
 
 
-def test_planning_again_times_the_layout_without_the_final_models_triton_candidates(monkeypatch):
-    """The final model's kernel table offers the Triton kernels (``triton_depthwise`` by default); a planner that
-    plans again resets them before the layout and the search are timed, whose tables never offer them."""
-    planner = Planner(PlanOptions(part_size=8, select=False, depthwise_start_margin=0.05))
+def test_planning_again_times_the_layout_without_the_final_models_triton_templates(monkeypatch):
+    """The tables offer the Triton depthwise kernel from the start (``triton_depthwise`` by default) and Inductor's
+    templates (``triton_convs``) to the final model only: a planner that plans again resets the templates before
+    the layout and the search are timed. cuDNN's depthwise kernel is a candidate only with ``depthwise_cudnn``."""
+    planner = Planner(PlanOptions(part_size=8, select=False, triton_convs=True, depthwise_cudnn=True,
+                                  depthwise_start_margin=0.05, compile_threads=3))
     planner.plan(_work(), "cpu")
     table = planner.kernel_table(TorchTarget("cpu", "fp32", False))
-    assert table.triton_depthwise and not table.triton_convs and table.start_margin == 0.05
+    assert table.triton_depthwise and table.triton_convs and table.start_margin == 0.05 and table.depthwise_cudnn
+    assert table.compile_threads == 3 and Planner(PlanOptions()).compile_threads >= 1
     seen, layout = [], planner.layout
     monkeypatch.setattr(planner, "layout", lambda *a: seen.append((table.triton_convs, table.triton_depthwise))
                         or layout(*a))
     again = planner.plan(_work(), "cpu")
-    assert seen == [(False, False)] and table.triton_depthwise  # reset for the layout, set again for the model
+    assert seen == [(False, True)] and table.triton_convs  # reset for the layout, set again for the model
     assert again.metrics["plan_tables_s"] >= 0 and again.metrics["plan_release_s"] >= 0
+    screen = Planner(PlanOptions()).screen_table()  # untimed: the Triton kernel for depthwise convolutions
+    assert screen.timer is None and screen.triton_depthwise and not screen.depthwise_cudnn
+    with pytest.raises(OptionError, match="depthwise_start_margin=0.05 has no effect.*set depthwise_cudnn=true"):
+        PlanOptions(depthwise_start_margin=0.05).check()
     # a margin picks other kernels in every timing: it names the saved files and the store's kernel choices
     assert PlanOptions().variant() == {}
     assert PlanOptions(depthwise_start_margin=0.05).variant() == {"depthwise_start_margin": "start margin 0.05"}
+    assert PlanOptions(depthwise_cudnn=True).variant() == {"depthwise_cudnn": "depthwise cudnn"}
     assert PlanOptions(depthwise_start_margin=0.05).digest(LAYOUT_KEYS) != PlanOptions().digest(LAYOUT_KEYS)

@@ -20,12 +20,15 @@ from .timer import TimingConfig, time_work
 
 
 class PartTimer:
-    """``timer(stages) -> ms``: the ``measure_part`` callable of :func:`ios_core.schedule.optimize`."""
+    """``timer(stages) -> ms``: the ``measure_part`` callable of :func:`ios_core.schedule.optimize`. ``ahead``: each
+    call first compiles the Triton programs its kernel choice needs at once (:meth:`KernelTable.ahead`; for the
+    layouts' whole models, where a part's few would not repay the extra call)."""
 
     def __init__(self, graph: Graph, target: TorchTarget, batch: int, mode: str = "edges", captured: bool = True,
                  timing: TimingConfig | None = None, fuse: bool = True, follow_chains: bool = True,
-                 kernels: KernelTable | None = None):
+                 kernels: KernelTable | None = None, ahead: bool = False):
         self.graph, self.target, self.batch = graph, target, batch
+        self.ahead = ahead and kernels is not None and target.device.type == "cuda"
         self.kernels = kernels
         cuda = target.device.type == "cuda"
         self.mode = mode if cuda else "threads"
@@ -79,5 +82,7 @@ class PartTimer:
         prog = StreamProgram(groups, ops, self.mode, barriers=[st.barrier for st in stages], priority=self.priority,
                              follow_chains=self.follow_chains)
         with torch.inference_mode():
+            if self.ahead and self.kernels is not None:  # a whole model: its Triton programs compiled at once
+                self.kernels.ahead(lambda: prog.run(dict(env)))
             return time_work(self.target, lambda: prog.run(dict(env)), list(env.values()), self.captured,
                              self.timing)

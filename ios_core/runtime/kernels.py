@@ -11,16 +11,18 @@ and keeps the faster. The search's stage timings, the in-situ selection and the 
 model share one table, so the DP plans with the kernels that will run, and the choices
 travel with the schedule file (``Schedule.stats["kernels"]``).
 
-Depthwise convolutions (one group per input channel) are timed as cuDNN's against ATen's own (``native``:
-PyTorch's CUDA depthwise kernel, NCHW), and with ``triton_depthwise`` (the planner's default) against a Triton
-kernel written here (:mod:`.triton_depthwise`). cuDNN builds its depthwise plans at run time: each new shape
-cost its first call 250-400 ms on the H100, with its plan search or without, against 0.2-0.6 ms for ATen's
-(bench/conv_first_call.py), so a network of separable convolutions (NASNet, RandWire) spends most of a warm
-rerun building cuDNN plans; where another kernel is as fast, a later run never asks cuDNN for that shape. In
-the captured model at batch 1 cuDNN's kernel was the faster on 40 of NASNet's and RandWire's 41 shapes against
-ATen's (which reads NCHW: an NHWC model pays two layout copies around it), and on 28 of 33 against the first
-Triton one, which computed an element per lane (BENCHMARKS.md); the Triton kernel now works on tiles of pixels
-by channels and was the faster on 26 of those 33 on the H100.
+Depthwise convolutions (one group per input channel) are timed as cuDNN's against ATen's own (``native``: PyTorch's
+CUDA depthwise kernel, NCHW); with ``triton_depthwise`` (the planner's default) as a Triton kernel written here
+(:mod:`.triton_depthwise`) against ATen's, and cuDNN's only with ``depthwise_cudnn``. cuDNN builds its depthwise
+plans at run time: each new shape cost its first call 250-400 ms on the H100, with its plan search or without,
+against 0.2-0.6 ms for ATen's (bench/conv_first_call.py), so a network of separable convolutions (NASNet, RandWire)
+spends most of a warm rerun building cuDNN plans; where another kernel is as fast, a later run never asks cuDNN for
+that shape. In the captured model at batch 1 cuDNN's kernel was the faster on 40 of NASNet's and RandWire's 41
+shapes against ATen's (which reads NCHW: an NHWC model pays two layout copies around it), and on 28 of 33 against
+the first Triton one, which computed an element per lane (BENCHMARKS.md); the Triton kernel now works on tiles of
+pixels by channels and was the faster on 26 of those 33 on the H100, cuDNN's winning the rest by 1-29% (2.5 us
+summed over NASNet's 25 shapes), so by default cuDNN's depthwise kernel is not even tried where the Triton one
+runs: a plan it builds costs more than its gains.
 
 Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
@@ -28,6 +30,10 @@ CUDA each distinct pool is also run by a Triton kernel (:mod:`.triton_pool`, wri
 without Dynamo), timed against ATen's, and the faster kept (``triton`` in the record). So is each
 ``fused`` program of the ``fuse_pointwise`` pass: its operators one by one, or Inductor's one kernel
 for all of them.
+
+The Triton programs (depthwise and pools) compile on first use, about a second each. :meth:`KernelTable.ahead`
+runs a model or part once beforehand with each program the choice will need compiled on a thread pool
+(:mod:`.ahead`) instead of launched, so a new machine compiles a network's programs at once, not one by one.
 
 ``mode``: ``auto`` (time the candidates), ``cudnn`` (always the vendor library: cuDNN convs and
 ATen pools, the ablation baseline), ``gemm`` (1x1 convs as GEMM wherever the layout allows: for
@@ -53,11 +59,13 @@ from ..ir.ops import OPS
 KERNEL_MODES = ("auto", "cudnn", "gemm")
 #: part of the context the store keeps kernel choices under: a choice timed against another implementation
 #: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's; 3: depthwise
-#: convolutions have ATen's kernel too; 4: the Triton depthwise kernel works on tiles; 5: its tiles from measurement)
-CANDIDATES_VERSION = 5
+#: convolutions have ATen's kernel too; 4: the Triton depthwise kernel works on tiles; 5: its tiles from measurement;
+#: 6: the search's depthwise convolutions on the Triton kernel too, cuDNN's not tried by default)
+CANDIDATES_VERSION = 6
 IMPLS = ("cudnn", "gemm")
 DEPTHWISE_TRITON_ACTS = ("identity", "relu")  # what .triton_depthwise applies in its kernel
-DEPTHWISE = ("cudnn", "native")  # a depthwise conv's candidates; with triton_depthwise/_convs also .triton_depthwise's
+DEPTHWISE = ("cudnn", "native")  # a depthwise conv's candidates without the Triton kernel
+DEPTHWISE_TRITON = ("triton", "native")  # with it (triton_depthwise or triton_convs), and cuDNN's with depthwise_cudnn
 POOL_IMPLS = ("aten", "triton")
 CONV_TEMPLATE = ("cudnn", "triton")  # a convolution's candidates with ``triton_convs``
 #: Inductor's options for a generated convolution: Triton templates only (cuDNN and cuBLAS are the other
@@ -210,21 +218,28 @@ class KernelTable:
     choices across runs, keyed by ``context`` (GPU, library versions) and the signature, so every
     model, batch size and schedule with the same operator reuses one timing (and compiles no
     Triton candidate that lost). ``triton_convs``: convolutions are also timed against Inductor's
-    generated one (:func:`triton_conv`), and depthwise ones against :mod:`.triton_depthwise`'s kernel, which
-    ``triton_depthwise`` alone offers too; the planner turns them on for the final model only.
-    ``start_margin``: cuDNN's depthwise kernel is kept only where it is faster than the best other candidate by
-    more than this fraction, as cuDNN builds each depthwise plan anew in every process (250-400 ms a shape)
-    where ATen's kernel starts at once and the Triton one loads from disk."""
+    generated one (:func:`triton_conv`; the planner turns it on for the final model only), and depthwise ones
+    against :mod:`.triton_depthwise`'s kernel, which ``triton_depthwise`` alone offers too (for the search's
+    stages as well). ``depthwise_cudnn``: cuDNN's depthwise kernel is timed beside the Triton one, and
+    ``start_margin``: kept only where it is faster than the best other candidate by more than this fraction, as
+    cuDNN builds each depthwise plan anew in every process (250-400 ms a shape) where ATen's kernel starts at
+    once and the Triton one loads from disk. ``compile_threads``: threads :meth:`ahead` compiles on (0: none,
+    each Triton program compiled when first called). Without a ``timer`` every choice is the first candidate,
+    untimed (the layout's screen): cuDNN, ATen's pools, and the Triton kernel for depthwise convolutions where
+    it is offered without cuDNN."""
 
     def __init__(self, mode: str = "auto", timer: Callable[[list[Callable[[], object]]], list[float]] | None = None,
                  choices: dict[str, str] | None = None, remembered: Remembered | None = None, context: str = "",
-                 triton_convs: bool = False, triton_depthwise: bool = False, start_margin: float = 0.0):
+                 triton_convs: bool = False, triton_depthwise: bool = False, start_margin: float = 0.0,
+                 depthwise_cudnn: bool = True, compile_threads: int = 0):
         if mode not in KERNEL_MODES:
             raise ValueError(f"unknown kernel mode {mode!r}; choose one of: {', '.join(KERNEL_MODES)}")
         self.mode, self.timer = mode, timer
         self.remembered, self.context = remembered, context
         self.triton_convs, self.triton_depthwise = triton_convs, triton_depthwise
-        self.start_margin = start_margin
+        self.start_margin, self.depthwise_cudnn = start_margin, depthwise_cudnn
+        self.compile_threads = compile_threads
+        self._ahead = False  # inside ahead(): Triton programs compiled, not launched; nothing chosen
         self.choices: dict[str, str] = dict(choices or {})
         self.timings: dict[str, dict[str, float]] = {}
         self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
@@ -232,6 +247,7 @@ class KernelTable:
         self.timed = 0
         self.reused = 0  # choices taken from ``remembered`` (an earlier run's timing of the same signature)
         self.compiles, self.compile_s = 0, 0.0  # Triton programs compiled (first calls) and the seconds they took
+        self.ahead_programs, self.ahead_s = 0, 0.0  # programs handed to ahead()'s pool and its passes' seconds
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one: cuDNN or, for
@@ -239,8 +255,8 @@ class KernelTable:
         (or ``triton_depthwise``) a depthwise one is also timed on :mod:`.triton_depthwise`'s kernel, and with
         ``triton_convs`` any other that is not pointwise as cuDNN against Triton's template."""
         if self.mode == "auto" and depthwise_ok(node, x):
-            impls = (*DEPTHWISE, "triton") if self.depthwise_triton and depthwise_triton_ok(node) else DEPTHWISE
-            return self._choose(self.depthwise_key(node, x), impls, x, run, slow_start="cudnn")
+            return self._choose(self.depthwise_key(node, x), self.depthwise_impls(node), x, run, slow_start="cudnn",
+                                early=True)
         if self.triton_convs and self.mode == "auto" and template_ok(node, x):
             return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
         if self.mode == "cudnn" or not gemm_ok(node, x):
@@ -256,11 +272,19 @@ class KernelTable:
         """Whether depthwise convolutions are also timed on the Triton kernel."""
         return self.triton_convs or self.triton_depthwise
 
+    def depthwise_impls(self, node: Conv) -> tuple[str, ...]:
+        """A depthwise ``node``'s candidates: cuDNN's and ATen's kernels, or the Triton one (first: what runs
+        untimed) and ATen's, cuDNN's too with :attr:`depthwise_cudnn`."""
+        if not (self.depthwise_triton and depthwise_triton_ok(node)):
+            return DEPTHWISE
+        return (*DEPTHWISE, "triton") if self.depthwise_cudnn else DEPTHWISE_TRITON
+
     def depthwise_key(self, node: Conv, x: torch.Tensor) -> str:
-        """The key of the choice among cuDNN's, ATen's (and with :attr:`depthwise_triton` the Triton) kernel for a
-        depthwise ``node`` on ``x``: with the Triton one a key of its own, so a choice made without it is not
-        taken for one."""
-        return sig_text(("depthwise", *(("triton",) if self.depthwise_triton else ()), *signature(node, x)))
+        """The key of the choice among a depthwise ``node``'s candidates on ``x``: each set of candidates a key of
+        its own (with the Triton kernel: ``triton``, without cuDNN's: ``triton only``), so a choice made among
+        others is not taken for one."""
+        offered = "" if not self.depthwise_triton else "triton" if self.depthwise_cudnn else "triton only"
+        return sig_text(("depthwise", *((offered,) if offered else ()), *signature(node, x)))
 
     @staticmethod
     def template_key(node: Conv, x: torch.Tensor) -> str:
@@ -271,7 +295,7 @@ class KernelTable:
         """ATen or Triton for a max or average pool on CUDA (auto mode); ATen elsewhere."""
         if self.mode != "auto" or not x.is_cuda or node.pool_type not in ("max", "avg") or not dense(x):
             return "aten"
-        return self._choose(sig_text(pool_signature(node, x)), POOL_IMPLS, x, run)
+        return self._choose(sig_text(pool_signature(node, x)), POOL_IMPLS, x, run, early=True)
 
     def run_compiled(self, key: str, make: Callable[[], Callable[..., torch.Tensor]], args: tuple,
                      fallback: Callable[[], torch.Tensor], vendor: str = "aten") -> torch.Tensor:
@@ -286,9 +310,12 @@ class KernelTable:
                 return self.compiled[key](*args)
             t0 = time.perf_counter()  # the first call compiles (Dynamo, Inductor, Triton; or their caches' hits)
             self.compiled[key] = make()
-            out = self.compiled[key](*args)
-            self.compiles += 1
-            self.compile_s += time.perf_counter() - t0
+            out = self.compiled[key](*args)  # inside ahead(): handed to its pool, the output left unwritten
+            if self._ahead:
+                self.ahead_programs += 1
+            else:
+                self.compiles += 1
+                self.compile_s += time.perf_counter() - t0
             return out
         except Exception as exc:  # noqa: BLE001 - the reason goes to the record (kernel_choice.json)
             self.compiled.pop(key, None)  # torch.compile is lazy: the maker succeeded, its first call failed
@@ -306,11 +333,18 @@ class KernelTable:
 
 
     def _choose(self, key: str, impls: tuple[str, ...], x: torch.Tensor, run: Callable[[str], torch.Tensor],
-                slow_start: str = "") -> str:
+                slow_start: str = "", early: bool = False) -> str:
         """A remembered choice, or the candidates timed (the first, the vendor's, on a tie or
         where nothing can be timed: inside a capture or without a timer); ``slow_start``, the candidate each new
-        process pays to start, wins only by more than :attr:`start_margin`."""
+        process pays to start, wins only by more than :attr:`start_margin`. Inside :meth:`ahead`: the Triton
+        candidate where it is ``early`` (a program of :mod:`.triton_programs`, compiled on the pool) and not
+        already decided against, else the decided or first one; nothing chosen or timed."""
         hit = self.choices.get(key)
+        if self._ahead:
+            decided = hit or self._recall(key)
+            if decided in impls:
+                return decided if decided != "triton" or early else impls[0]
+            return "triton" if early and self.timer is not None and "triton" in impls else impls[0]
         if hit is not None:
             return hit
         if x.is_cuda and torch.cuda.is_current_stream_capturing():
@@ -337,6 +371,25 @@ class KernelTable:
         self._remember(key, choice)
         return choice
 
+    def ahead(self, run: Callable[[], object]) -> None:
+        """Call ``run`` (one call of a model or part whose kernels this table chooses, on CUDA) once with each
+        Triton program of :mod:`.triton_programs` that its choices will call compiled on :attr:`compile_threads`
+        threads (or loaded from Triton's disk cache) instead of launched, and wait for them: the calls that time
+        the candidates next find them in memory. Its outputs are left unwritten; nothing is chosen. A no-op
+        without threads, outside ``auto`` mode or with a Triton that cannot compile ahead."""
+        from . import ahead
+
+        if self.compile_threads < 1 or self.mode != "auto" or not ahead.supported():
+            return
+        t = time.perf_counter()
+        self._ahead = True
+        try:
+            with ahead.compiling(self.compile_threads):
+                run()
+        finally:
+            self._ahead = False
+            self.ahead_s += time.perf_counter() - t
+
     def _remember(self, key: str, choice: str) -> None:
         """Keep a choice for later runs, under this table's context."""
         if self.remembered is not None:
@@ -362,4 +415,5 @@ class KernelTable:
                 "kernel_depthwise_triton": float(kinds["depthwise"].count("triton")),
                 "kernel_pool_triton": float(used.count("triton")), "kernel_pool_aten": float(used.count("aten")),
                 "kernel_fused_triton": float(fused.count("triton")), "kernel_fused_aten": float(fused.count("aten")),
-                "kernel_compiles": float(self.compiles), "kernel_compile_s": self.compile_s}
+                "kernel_compiles": float(self.compiles), "kernel_compile_s": self.compile_s,
+                "kernel_ahead_programs": float(self.ahead_programs), "kernel_ahead_s": self.ahead_s}

@@ -29,7 +29,7 @@ def time_layouts(graph: Graph, batch: int, device: str, precision: str, *, mode:
         target = TorchTarget(device, precision, channels_last)
         timer = PartTimer(graph, target, batch, mode, captured,
                           timing or TimingConfig(warmup=3, number=5, repeat=5, cold=False), fuse=fuse,
-                          follow_chains=follow_chains, kernels=kernels(target) if kernels else None)
+                          follow_chains=follow_chains, kernels=kernels(target) if kernels else None, ahead=True)
         out[layout_name(channels_last)] = timer(stages)
     return out
 

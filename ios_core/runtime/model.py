@@ -58,8 +58,12 @@ class ScheduledModel:
     def prepare(self, batch: int) -> tuple[Callable[[Any], Any], Callable[[np.ndarray], Any]]:
         """(infer, load_input): on CUDA with a graph runtime, capture one CUDA graph on a
         static input; otherwise run eagerly under inference_mode (after one call, which settles the
-        kernel choices, see :mod:`.kernels`)."""
+        kernel choices, see :mod:`.kernels`; on CUDA a call before compiles their Triton programs at once)."""
         example = self.target.tensor(np.zeros((batch, *self.graph.input_shape), np.float32))
+        kernels = self.ops.kernels
+        if kernels is not None and self.target.device.type == "cuda":  # its Triton programs compiled at once
+            with torch.inference_mode():
+                kernels.ahead(lambda: self.forward(example))
         if self.captured:
             return self.target.capture(self.forward, example)
         with torch.inference_mode():  # one call settles every conv's kernel choice before it is recorded

@@ -39,6 +39,7 @@ def triton_depthwise(node: Conv, fixed: tuple[int, int, int] | None = None) -> C
     mult = node.out_channels // node.groups
 
     def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        from .ahead import launch
         from .triton_programs import depthwise2d  # Triton only where a CUDA convolution is run
 
         if not w.is_contiguous():
@@ -50,10 +51,9 @@ def triton_depthwise(node: Conv, fixed: tuple[int, int, int] | None = None) -> C
             pixels = x.shape[0] * oh * ow
             bp, bc, warps = fixed or (*tile(pixels, node.out_channels), WARPS)
             grid = (-(-pixels // bp), -(-node.out_channels // bc))
-            depthwise2d[grid](x, w, w if b is None else b, y, pixels, node.out_channels, h, wd, oh, ow,
-                              *x.stride(), *y.stride(), KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, MULT=mult,
-                              HAS_BIAS=b is not None, RELU=node.act == "relu", BLOCK_P=bp, BLOCK_C=bc,
-                              num_warps=warps)
+            launch(depthwise2d, grid, x, w, w if b is None else b, y, pixels, node.out_channels, h, wd, oh, ow,
+                   *x.stride(), *y.stride(), KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, MULT=mult,
+                   HAS_BIAS=b is not None, RELU=node.act == "relu", BLOCK_P=bp, BLOCK_C=bc, num_warps=warps)
         return y
     return conv
 

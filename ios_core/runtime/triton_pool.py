@@ -61,14 +61,15 @@ def triton_pool(node: Pool) -> Callable[[torch.Tensor], torch.Tensor]:
     is_max = node.pool_type == "max"
 
     def pool(x: torch.Tensor) -> torch.Tensor:
+        from .ahead import launch
         from .triton_programs import pool2d  # Triton only where a CUDA pool is run
 
         _, c, h, w = x.shape
         oh, ow = out_size(h, kh, sh, ph, node.ceil_mode), out_size(w, kw, sw, pw, node.ceil_mode)
         y, nhwc = output_for(x, c, oh, ow, f"node {node.name}, Triton pool")
         if total := y.numel():
-            pool2d[blocks(total)](x, y, total, c, h, w, oh, ow, *x.stride(), *y.stride(), KH=kh, KW=kw, SH=sh,
-                                  SW=sw, PH=ph, PW=pw, IS_MAX=is_max, INCLUDE_PAD=node.count_include_pad,
-                                  NHWC=nhwc, BLOCK=BLOCK, num_warps=WARPS)
+            launch(pool2d, blocks(total), x, y, total, c, h, w, oh, ow, *x.stride(), *y.stride(), KH=kh, KW=kw,
+                   SH=sh, SW=sw, PH=ph, PW=pw, IS_MAX=is_max, INCLUDE_PAD=node.count_include_pad, NHWC=nhwc,
+                   BLOCK=BLOCK, num_warps=WARPS)
         return y
     return pool

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from harness.backend import Backend, BackendError, Model, Prepared, inductor_cache, store_dir
-from harness.machine.leases import exclusive
+from harness.machine.leases import cpu_threads, exclusive
 from ios_core.inputs import seeded_input
 from ios_core.planner import Plan, PlanError, Planner
 from ios_core.runtime import TorchTarget
@@ -52,9 +53,10 @@ class IosBackend(Backend[IosConfig]):
 
     def planner(self) -> Planner:
         """ios_core's planner under this config (an IosConfig is a PlanOptions), saving under the
-        store; its timings hold the load-aware launcher's device lease."""
-        if self._planner is None:
-            self._planner = Planner(self.cfg, self.store, guard=exclusive)
+        store; its timings hold the load-aware launcher's device lease, its compiles the job's CPU threads."""
+        if self._planner is None:  # Triton compiles on this job's CPU share under the load-aware launcher
+            options = replace(self.cfg, compile_threads=self.cfg.compile_threads or cpu_threads())
+            self._planner = Planner(options, self.store, guard=exclusive)
         return self._planner
 
     _planner: Planner | None = None
