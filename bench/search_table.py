@@ -14,16 +14,19 @@ import json
 import sys
 from pathlib import Path
 
-PHASES = ("passes", "layout", "tables", "schedule", "prepare", "save", "release")
+PHASES = ("passes", "layout", "tables", "schedule", "build", "prepare", "save", "release")
 COLUMNS = ("model", "precision", "batch", "core", "reused", "cost_s", *(f"{p}_s" for p in PHASES), "dp_s", "select_s",
            "states", "transitions", "stages", "timed", "screened", "kernels_timed", "kernels_reused", "compiles",
-           "compile_s", "layout_by", "median_ms")
+           "compile_s", "ahead", "ahead_s", "layout_ahead_s", "layout_by", "median_ms")
 
 
 def kernels(m: dict) -> tuple:
-    """The kernel choice's share: candidates timed, choices reused from the store, Triton compiles and their seconds."""
+    """The kernel choice's share: candidates timed, choices reused from the store, Triton compiles one by one and
+    their seconds, the programs compiled ahead on threads and those passes' seconds (the layout screen's apart)."""
     return (*(int(m[k]) if k in m else "-" for k in ("kernel_ops_timed", "kernel_reused", "kernel_compiles")),
-            f"{m['kernel_compile_s']:.1f}" if "kernel_compile_s" in m else "-")
+            f"{m['kernel_compile_s']:.1f}" if "kernel_compile_s" in m else "-",
+            int(m["kernel_ahead_programs"]) if "kernel_ahead_programs" in m else "-",
+            *(f"{m[k]:.1f}" if k in m else "-" for k in ("kernel_ahead_s", "layout_ahead_s")))
 
 
 def rows(results: Path):
@@ -46,7 +49,7 @@ def rows(results: Path):
         if "plan_schedule_last_s" in m:  # runner.processes=N: the last process's preparation (a warm rerun)
             last = [f"{m[f'plan_{p}_last_s']:.1f}" if f"plan_{p}_last_s" in m else "-" for p in PHASES]
             yield (*head, f"{'yes' if m.get('search_reused_last') == 1.0 else 'no'} (process {int(m['processes'])})",
-                   f"{m['optimization_cost_last_s']:.1f}", *last, *["-"] * 12, latency)
+                   f"{m['optimization_cost_last_s']:.1f}", *last, *["-"] * (len(COLUMNS) - len(PHASES) - 7), latency)
 
 
 def main(argv: list[str]) -> int:

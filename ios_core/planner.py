@@ -378,7 +378,7 @@ class Planner:
             channels_last, layout_how = bool(given.stats["channels_last"]), "schedule file"
         else:
             with phase("layout"):
-                channels_last, layout_how, times = self.layout(searched, device)
+                channels_last, layout_how, times = self.layout(searched, device, metrics)
             metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
         with phase("tables"):  # the target, the kernel table (the store's choices read) and the schedule's file
             target = TorchTarget(device, work.precision, channels_last)
@@ -407,8 +407,9 @@ class Planner:
             with phase("bounds"):
                 metrics.update(self.bounds(target, work))
         kernels.triton_convs = o.triton_convs  # only now: the search's merged convs would each autotune a template
-        model = ScheduledModel(graph, sched, device, work.precision, o.runtime, channels_last, o.fuse,
-                               follow_chains=o.streams == "chains", kernels=kernels)
+        with phase("build"):  # the merges applied, the weights on the device, the stream program
+            model = ScheduledModel(graph, sched, device, work.precision, o.runtime, channels_last, o.fuse,
+                                   follow_chains=o.streams == "chains", kernels=kernels)
         with phase("prepare"):  # the warm-up calls before capture settle every kernel choice
             infer, load = model.prepare(work.batch)
         with phase("save"):
@@ -539,13 +540,15 @@ class Planner:
             sched.to_json(path)
         return path
 
-    def layout(self, work: Workload, device: str) -> tuple[bool, str, dict[str, float]]:
+    def layout(self, work: Workload, device: str,
+               metrics: dict[str, float] | None = None) -> tuple[bool, str, dict[str, float]]:
         """(channels_last, how it was chosen, the layouts' times): forced by the option, NCHW on
         the CPU, or on CUDA the faster of both layouts under Greedy, saved beside the schedules
         so that a later plan with the same settings (at any batch size, with ``layout_any_batch``)
         reuses the choice without timing. Both layouts are timed first on the vendor's kernels
         alone (no candidates timed, nothing compiled); only where they are within ``layout_screen``
-        of each other are they timed again with the kernel choice the model will run with."""
+        of each other are they timed again with the kernel choice the model will run with. The screen's
+        programs compiled ahead and their seconds go to ``metrics`` (``layout_ahead_programs``, ``_s``)."""
         o = self.options
         forced = parse_channels_last(o.channels_last)
         if forced is not None:
@@ -572,7 +575,10 @@ class Planner:
                                 kernels=kernels, timing=timing)
         how = "measured"
         if o.layout_screen > 0 and o.kernels == "auto":
-            vendor = timed(lambda _: self.screen_table())
+            screen = self.screen_table()
+            vendor = timed(lambda _: screen)
+            if metrics is not None:
+                metrics.update(layout_ahead_programs=float(screen.ahead_programs), layout_ahead_s=screen.ahead_s)
             fast, slow = sorted(vendor.values())
             if slow > fast * (1 + o.layout_screen):
                 times, how = vendor, "measured (vendor kernels)"

@@ -500,6 +500,7 @@ def test_ahead_compiles_the_triton_programs_a_call_will_time_and_chooses_nothing
     torch.testing.assert_close(run.visit_conv(node, x), F.conv2d(x, w, None, 1, 1, groups=8) + 1)
     assert table.choices == {table.depthwise_key(node, x): "triton"} and timed == [2] and made == ["c"]
     assert "triton only" in table.depthwise_key(node, x) and table.counts()["kernel_ahead_programs"] == 1.0
+    assert table.counts()["kernel_depthwise_triton"] == 1.0  # counted under its key without cuDNN's kernel
     calls.clear()
     table.choices[table.depthwise_key(node, x)] = "native"  # decided against: its program is not compiled
     table.ahead(lambda: run.visit_conv(node, x))

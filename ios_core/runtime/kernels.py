@@ -403,7 +403,7 @@ class KernelTable:
         kinds: dict[str, list[str]] = {"fused": [], "triton_conv": [], "depthwise": [], "": []}
         for k, v in self.choices.items():
             kind = next((kind for kind in ("fused", "triton_conv", "depthwise") if k.startswith(f"('{kind}'")), "")
-            if kind == "depthwise" and k.startswith("('depthwise', 'triton'") != self.depthwise_triton:
+            if kind == "depthwise" and k.startswith("('depthwise', 'triton") != self.depthwise_triton:
                 continue  # the search's choices (without the Triton kernel) where the final model's are counted
             kinds[kind].append(v)
         fused, templates, used = kinds["fused"], kinds["triton_conv"], kinds[""]
