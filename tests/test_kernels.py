@@ -493,7 +493,8 @@ def test_ahead_compiles_the_triton_programs_a_call_will_time_and_chooses_nothing
     table = KernelTable("auto", lambda runs: timed.append(len(runs)) or [1.0, 2.0][:len(runs)],
                         triton_depthwise=True, depthwise_cudnn=False, compile_threads=4)
     run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
-    assert table.depthwise_impls(node) == ("triton", "native")  # cuDNN's kernel not tried
+    assert table.depthwise_impls(node, x) == ("triton", "native")  # cuDNN's kernel not tried
+    assert table.depthwise_impls(node, x.contiguous()) == ("native", "triton")  # untimed: ATen's on NCHW
     table.ahead(lambda: run.visit_conv(node, x))
     assert calls == [("block", 4), ("triton", True)] and made == ["c"] and timed == []
     assert table.choices == {} and table.ahead_programs == 1 and table.compiles == 0 and table.ahead_s > 0
@@ -510,6 +511,10 @@ def test_ahead_compiles_the_triton_programs_a_call_will_time_and_chooses_nothing
     screen.ahead(lambda: ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=screen)
                  .visit_conv(node, x))
     assert calls == [("block", 2), ("triton", True)]  # untimed: its first candidate, as the screen will run
+    calls.clear()
+    screen.ahead(lambda: ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=screen)
+                 .visit_conv(node, x.contiguous()))
+    assert calls == [("block", 2)]  # on NCHW memory ATen's kernel: no program to compile
     calls.clear()
     KernelTable("auto", None, triton_depthwise=True, compile_threads=0).ahead(lambda: calls.append("ran"))
     assert calls == []  # no threads: the call is not made at all

@@ -255,8 +255,8 @@ class KernelTable:
         (or ``triton_depthwise``) a depthwise one is also timed on :mod:`.triton_depthwise`'s kernel, and with
         ``triton_convs`` any other that is not pointwise as cuDNN against Triton's template."""
         if self.mode == "auto" and depthwise_ok(node, x):
-            return self._choose(self.depthwise_key(node, x), self.depthwise_impls(node), x, run, slow_start="cudnn",
-                                early=True)
+            return self._choose(self.depthwise_key(node, x), self.depthwise_impls(node, x), x, run,
+                                slow_start="cudnn", early=True)
         if self.triton_convs and self.mode == "auto" and template_ok(node, x):
             return self._choose(self.template_key(node, x), CONV_TEMPLATE, x, run)
         if self.mode == "cudnn" or not gemm_ok(node, x):
@@ -272,12 +272,16 @@ class KernelTable:
         """Whether depthwise convolutions are also timed on the Triton kernel."""
         return self.triton_convs or self.triton_depthwise
 
-    def depthwise_impls(self, node: Conv) -> tuple[str, ...]:
-        """A depthwise ``node``'s candidates: cuDNN's and ATen's kernels, or the Triton one (first: what runs
-        untimed) and ATen's, cuDNN's too with :attr:`depthwise_cudnn`."""
+    def depthwise_impls(self, node: Conv, x: torch.Tensor) -> tuple[str, ...]:
+        """A depthwise ``node``'s candidates on ``x``: cuDNN's and ATen's kernels, cuDNN's first (what runs
+        untimed); or the Triton one and ATen's, ATen's first on NCHW memory (its own layout: the layout screen
+        compiles no program for NCHW, where the model seldom runs) and the Triton one first on NHWC; cuDNN's
+        too with :attr:`depthwise_cudnn`."""
         if not (self.depthwise_triton and depthwise_triton_ok(node)):
             return DEPTHWISE
-        return (*DEPTHWISE, "triton") if self.depthwise_cudnn else DEPTHWISE_TRITON
+        if self.depthwise_cudnn:
+            return (*DEPTHWISE, "triton")
+        return DEPTHWISE_TRITON[::-1] if x.is_contiguous() else DEPTHWISE_TRITON
 
     def depthwise_key(self, node: Conv, x: torch.Tensor) -> str:
         """The key of the choice among a depthwise ``node``'s candidates on ``x``: each set of candidates a key of
