@@ -104,13 +104,11 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def start_device(device: str) -> float:
-    """Make this process's CUDA context now and return its seconds (0 off CUDA): the measuring process does it
-    before the optimization clock starts, as every backend pays it once per process (0.5-4 s on the lent H100
-    hosts, most of a warm IOS rerun's 4 s model build there) and it is no optimization. JAX and TensorFlow use
-    the same primary context."""
-    if device != "cuda":
-        return 0.0
+def start_cuda() -> float:
+    """Make this process's CUDA context now and return its seconds: the measuring process does it before the
+    optimization clock starts, as every backend pays it once per process (0.5-4 s on the lent H100 hosts, most
+    of a warm IOS rerun's 4 s model build there) and it is no optimization. JAX and TensorFlow use the same
+    primary context."""
     import torch
 
     t = time.perf_counter()

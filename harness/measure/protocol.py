@@ -234,7 +234,7 @@ def _prepare(spec: RunSpec, metrics: dict[str, float]) -> _Prepared:
     backend = backend_cls(cfg.backend)  # the run's backend object, made here in the measuring child
 
     if device == "cuda":  # the process's device context: not the backend's optimization
-        metrics["device_start_s"] = environment.start_device(device)
+        metrics["device_start_s"] = environment.start_cuda()
     # a backend that autotunes while preparing holds its device for it (load-aware launcher; no-op elsewhere)
     hold = exclusive() if backend_cls.times_in_prepare else contextlib.nullcontext()
     with hold:

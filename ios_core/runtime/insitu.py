@@ -28,9 +28,9 @@ class PartTimer:
                  timing: TimingConfig | None = None, fuse: bool = True, follow_chains: bool = True,
                  kernels: KernelTable | None = None, ahead: bool = False):
         self.graph, self.target, self.batch = graph, target, batch
-        self.ahead = ahead and kernels is not None and target.device.type == "cuda"
         self.kernels = kernels
         cuda = target.device.type == "cuda"
+        self.ahead = ahead and cuda
         self.mode = mode if cuda else "threads"
         self.captured = captured and cuda
         self.timing = timing or TimingConfig(warmup=3, number=5, repeat=5, cold=cuda)
