@@ -108,9 +108,12 @@ def start_cuda() -> float:
     """Make this process's CUDA context now and return its seconds: the measuring process does it before the
     optimization clock starts, as every backend pays it once per process (0.5-4 s on the lent H100 hosts, most
     of a warm IOS rerun's 4 s model build there) and it is no optimization. JAX and TensorFlow use the same
-    primary context."""
+    primary context. Nothing (0 s) where torch has no CUDA: the backend's own preparation then says what it
+    lacks (TensorFlow's or ONNX Runtime's GPU build)."""
     import torch
 
+    if not torch.cuda.is_available():
+        return 0.0
     t = time.perf_counter()
     torch.empty(1, device="cuda")
     torch.cuda.synchronize()
