@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import signal
 import sys
 from typing import Any
 
@@ -151,8 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     started()
     try:
         _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C outside a run (a run records itself KILLED and exits 130 itself)
-        outside_a_run(THIS.sweep)
+    except KeyboardInterrupt as exc:  # Ctrl-C outside a run (a run records itself KILLED and exits 130 itself)
+        outside_a_run(THIS.sweep, getattr(exc, "signum", signal.SIGINT))
 
 
 def _main(argv: list[str] | None) -> None:
@@ -184,8 +185,8 @@ def _main(argv: list[str] | None) -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises instead of printing its own report
     try:
         app()
-    except KeyboardInterrupt:  # before `finally` would end the sweep FAILED
-        outside_a_run(THIS.sweep)
+    except KeyboardInterrupt as exc:  # before `finally` would end the sweep FAILED
+        outside_a_run(THIS.sweep, getattr(exc, "signum", signal.SIGINT))
     except Exception as exc:  # composition errors (typos, bad values): one line, exit 2
         if debug:
             raise

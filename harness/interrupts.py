@@ -14,13 +14,24 @@ import sys
 import threading
 from typing import Any, NoReturn
 
-STARTING = "interrupted: stopped by SIGINT while starting; nothing was run"
-OUTSIDE = "interrupted: stopped by SIGINT outside a run; finished runs keep their records"
+STARTING = "interrupted: stopped by {} while starting; nothing was run"
+OUTSIDE = "interrupted: stopped by {} outside a run; finished runs keep their records"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's time limit, ``kill``) taken as Ctrl-C is: what runs records itself
+    KILLED and the sweep ends KILLED, rather than the process dying with its state half written."""
+
+    signum = signal.SIGTERM
 
 
 def _while_starting(signum: int, frame: Any) -> NoReturn:
-    print(STARTING, file=sys.stderr, flush=True)
-    raise SystemExit(130)
+    print(STARTING.format(signal.Signals(signum).name), file=sys.stderr, flush=True)
+    raise SystemExit(128 + signum)
+
+
+def _terminated(signum: int, frame: Any) -> NoReturn:
+    raise Terminated
 
 
 def quiet_while_starting() -> None:
@@ -30,18 +41,24 @@ def quiet_while_starting() -> None:
     is not "starting") and an ignored SIGINT (a shell's background job) are left as they are."""
     argv = list(getattr(sys, "orig_argv", []))
     command = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
-    if (sys.argv[:1] == ["-m"] and command == "harness" and threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-        signal.signal(signal.SIGINT, _while_starting)
+    if (sys.argv[:1] == ["-m"] and command == "harness" and threading.current_thread() is threading.main_thread()):
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _while_starting)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _while_starting)
 
 
 def started() -> None:
-    """The CLI runs: Ctrl-C raises KeyboardInterrupt again, which runs and sweeps handle."""
+    """The CLI runs: Ctrl-C raises KeyboardInterrupt again and SIGTERM :class:`Terminated`, which runs
+    and sweeps handle; set before any sweep state is written, so a SIGTERM never leaves one RUNNING."""
     if signal.getsignal(signal.SIGINT) is _while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _while_starting):
+        signal.signal(signal.SIGTERM, _terminated)
 
 
-def outside_a_run(sweep: Any = None) -> NoReturn:
+def outside_a_run(sweep: Any = None, signum: int = signal.SIGINT) -> NoReturn:
     """Ctrl-C while the CLI composes its config or between a sweep's runs: the sweep this process
     started (``sweep``) is ended KILLED (a rerun resumes it); one line, exit 130. With
     ``--debug`` the KeyboardInterrupt is raised as it is."""
@@ -49,5 +66,5 @@ def outside_a_run(sweep: Any = None) -> NoReturn:
         raise KeyboardInterrupt
     if sweep is not None:
         sweep.end("KILLED")
-    print(OUTSIDE, file=sys.stderr, flush=True)
-    raise SystemExit(130)
+    print(OUTSIDE.format(signal.Signals(signum).name), file=sys.stderr, flush=True)
+    raise SystemExit(128 + signum)

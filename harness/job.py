@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from .config import ClockLockMode, ConfigError, conf_dir, hydra_error_line
 from .machine.clocks import ClockLock, load_nvml, nvml_index
-from .machine.leases import job_stats
+from .machine.leases import ENV_JOB, job_stats
 from .machine.usage import peak_memory_mb, usage_text
 from .measure import repeats
 from .measure.isolation import Interrupted, Outcome, run_inline, run_isolated
@@ -111,13 +111,17 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         faults.point("job.indexed")
     save_record(record, tr["results_dir"], pending=tr["enabled"])
     faults.point("job.saved")
-    deliver(record, tr["results_dir"])
+    in_a_sweep_stopping = interrupted is not None and os.environ.get(ENV_JOB)  # a load-aware worker's job
+    if not in_a_sweep_stopping:  # a stopping sweep's tree ends within seconds: MLflow's logging waits for upload
+        deliver(record, tr["results_dir"])
     if interrupted is not None:
         launched = launched_apart()
         if sweep and sweep.get("sweep_id") and not launched:
             sweeps.close(tr["results_dir"], tracking, "KILLED")  # Hydra skips its end-of-sweep callback
+        where = f"{tr['results_dir']}/records" + ("/pending (python -m harness.upload logs it to MLflow)"
+                                                  if in_a_sweep_stopping and tr["enabled"] else "")
         print(f"interrupted: {record.run_name} stopped by {interrupted}; its record is kept "
-              f"(status KILLED) under {tr['results_dir']}/records", file=sys.stderr, flush=True)
+              f"(status KILLED) under {where}", file=sys.stderr, flush=True)
         if not launched:
             raise SystemExit(128 + interrupted.signum)
     if not quiet:
@@ -258,7 +262,12 @@ def _lease_accounting(record: Record) -> float:
     if not stats:
         return 0.0
     record.metrics.update({f"launcher_{k}": float(stats[k]) for k in ("wait_s", "exclusive_s", "cpu_s")})
+    beside = stats.get("cpu_jobs_beside") or []
+    if beside:  # other jobs in a CPU phase while this one timed: its last exclusive span, and any span
+        record.metrics["launcher_cpu_jobs_beside"] = float(beside[-1])
+        record.metrics["launcher_cpu_jobs_beside_max"] = float(max(beside))
     record.params["launcher_device"] = stats["device"]
+    record.params["launcher_pause"] = bool(stats.get("pause"))
     gpu = stats.get("gpu") or {}
     if gpu:  # which GPU of the host: its UUID (what CUDA_VISIBLE_DEVICES named), NVML index, name
         record.params["launcher_gpu"] = gpu["id"]

@@ -3,14 +3,26 @@
 On a terminal a tqdm bar; otherwise (output piped to a file or a CI log, or the harness's
 isolated child whose stderr is not a TTY) one status line every ``interval`` seconds, so
 a 5-minute search never looks like a hang. Either way the line says the phase, the
-counts, the time so far and an estimate of the time left.
+counts, the time so far and an estimate of the time left. Where a caller gave a sink
+(:func:`send_to`: a launcher showing many jobs at once) the phase, its share done and the time
+left go there instead, and nothing is printed.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
+
+#: (phase, share done or None, seconds left or None) -> None; None: print
+Sink = Callable[[str, "float | None", "float | None"], None]
+_sink: list[Sink] = []
+
+
+def send_to(sink: Sink | None) -> None:
+    """Send this process's progress to ``sink`` from now on (None: print it again)."""
+    _sink[:] = [sink] if sink is not None else []
 
 
 class Progress:
@@ -25,7 +37,7 @@ class Progress:
         self.counters: dict[str, Any] = {}
         self.t0 = self.last = time.perf_counter()
         self.bar = None
-        if enabled and self.stream.isatty():
+        if enabled and not _sink and self.stream.isatty():
             from tqdm import tqdm
 
             fmt = {} if counts else {"bar_format": "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"}
@@ -53,6 +65,12 @@ class Progress:
         if not self.enabled:
             return
         now = time.perf_counter()
+        if _sink:
+            frac = self.done / self.total if self.total else None
+            elapsed = now - self.t0
+            left = elapsed * (1 - frac) / frac if frac and 0.02 < frac < 1 else None
+            _sink[0](self.desc, frac, left)
+            return
         if self.bar is not None:
             if now - self.last > 0.5 or force:
                 self.last = now
@@ -76,7 +94,7 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        elif self.enabled and time.perf_counter() - self.t0 >= self.interval and self.shown != self.done:
+        elif self.enabled and not _sink and time.perf_counter() - self.t0 >= self.interval and self.shown != self.done:
             print(self.line(), file=self.stream, flush=True)  # the final count, for long phases only
 
     def __enter__(self) -> Progress:
@@ -104,7 +122,9 @@ class Heartbeat:
             print(f"[{self.desc}] {time.perf_counter() - t0:.0f} s elapsed", file=self.stream, flush=True)
 
     def __enter__(self) -> Heartbeat:
-        if self.enabled:
+        if _sink:  # the sink's display counts the time itself
+            _sink[0](self.desc, None, None)
+        elif self.enabled:
             self.thread.start()
         return self
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -26,12 +27,18 @@ from multiprocessing.managers import BaseManager
 from pathlib import Path
 from typing import Any, cast
 
+from . import cpus
+
 ENV_ADDRESS = "HARNESS_LEASES"  # host:port:authkey (hex) of the broker
 ENV_JOB = "HARNESS_LEASE_JOB"  # the job this process works for
 ENV_GPU = "HARNESS_LEASE_GPU"  # the GPU this job's device is (JSON: id, index, uuid, name, slot)
 SUMMARY_FILE = "launcher.json"  # in Hydra's sweep dir: makespan and device use, read by the sweep callback
 ENV_THREADS = "HARNESS_CPU_THREADS"  # threads one CPU slot is worth ((cores - devices) // cpu_workers)
-STOPPED = -1  # Broker.start's answer once the sweep is stopping: the job must not start
+STOPPED = -1  # Broker.start's (and enter_exclusive's) answer once the sweep is stopping: the job must not go on
+
+
+class SweepStopped(RuntimeError):
+    """The sweep was interrupted while this job waited for its device: it must not measure."""
 
 
 def cores() -> int:
@@ -70,6 +77,16 @@ class JobLeases:
     short: bool = False  # the CPU hold is a predicted-short phase, outside the slots
     last_cpu_s: float | None = None  # the job's previous CPU phase: the prediction of its next
     since: float = 0.0  # when the current hold began
+    label: str = ""  # what the job is (its overrides), for the progress display
+    pids: list[int] = field(default_factory=list)  # its worker process
+    groups: list[int] = field(default_factory=list)  # its measuring children's process groups
+    paused: bool = False  # stopped (SIGSTOP) while a device measures (Placement.pause)
+    phase: str = ""  # what it reported doing last (model build, prepare, search 40%)
+    done: float | None = None  # the phase's share done, where known
+    eta_s: float | None = None  # the phase's time left, where known
+    phase_since: float = 0.0
+    status: str = ""  # how it ended (FINISHED, FAILED, KILLED, SKIPPED)
+    beside: list[int] = field(default_factory=list)  # per exclusive span: most other jobs in a CPU phase meanwhile
 
 
 class Broker:
@@ -80,10 +97,11 @@ class Broker:
     for a slot held through a tuning job's long search and build phase left it (and its device)
     idle for minutes on the H100. Seed 003 names such a predictive scheduler as its next step."""
 
-    def __init__(self, devices: int, cpu_workers: int, short_phase_s: float = 1.0):
+    def __init__(self, devices: int, cpu_workers: int, short_phase_s: float = 1.0, pause: bool = False):
         if devices < 1 or cpu_workers < 1:
             raise ValueError("a broker needs at least one device and one CPU worker")
         self.devices, self.cpu_workers, self.short_phase_s = devices, cpu_workers, short_phase_s
+        self.pause = pause  # no CPU phase runs while a device measures: running ones are stopped, none starts
         self.t0 = time.monotonic()
         self.cond = threading.Condition()
         self.jobs: dict[str, JobLeases] = {}
@@ -97,16 +115,36 @@ class Broker:
         return time.monotonic() - self.t0
 
     # -- job lifetime ----------------------------------------------------------------------
-    def start(self, job: str) -> int:
+    def start(self, job: str, label: str = "", pid: int = 0) -> int:
         """Bind ``job`` to the least loaded device and wait for a CPU slot; returns the device,
-        or :data:`STOPPED` once the sweep is stopping (the job must not start)."""
+        or :data:`STOPPED` once the sweep is stopping (the job must not start). ``pid``, the job's
+        worker, is what a pause stops."""
         with self.cond:
             if self.stopped:
                 return STOPPED
             active = [j.device for j in self.jobs.values() if j.ended is None]
             device = min(range(self.devices), key=lambda d: (active.count(d), d))
-            self.jobs[job] = JobLeases(device=device, started=self._now())
+            self.jobs[job] = JobLeases(device=device, started=self._now(), label=label, pids=[pid] if pid else [],
+                                       phase="waiting for a CPU slot", phase_since=self._now())
         return device if self._take_cpu(job, starting=True) else STOPPED
+
+    def attach(self, job: str, group: int) -> None:
+        """A process group working for ``job`` (its measuring child's): paused with it."""
+        with self.cond:
+            j = self.jobs.get(job)
+            if j is not None and group not in j.groups:
+                j.groups.append(group)
+                if j.paused:
+                    _signal_job(j, signal.SIGSTOP)
+
+    def report(self, job: str, phase: str, done: float | None = None, eta_s: float | None = None) -> None:
+        """What ``job`` is doing now, for the progress display."""
+        with self.cond:
+            j = self.jobs.get(job)
+            if j is not None:
+                if phase != j.phase:
+                    j.phase_since = self._now()
+                j.phase, j.done, j.eta_s = phase, done, eta_s
 
     def stop(self) -> None:
         """The sweep is interrupted: jobs that ask to start from now on, or still wait for their
@@ -115,14 +153,17 @@ class Broker:
         and run it to its end."""
         with self.cond:
             self.stopped = True
+            self._resume()  # a stopped process would not see the interrupt
             self.cond.notify_all()
 
-    def finish(self, job: str) -> dict[str, Any]:
+    def finish(self, job: str, status: str = "") -> dict[str, Any]:
         """Release whatever ``job`` still holds (a crashed job included); returns its accounting."""
         with self.cond:
             j = self.jobs.get(job)
             if j is None:
                 return {}
+            if status or not j.status:
+                j.status = status or "ENDED"
             if j.holds_device:
                 self._drop_device(job, j)
             if j.holds_cpu:
@@ -138,7 +179,9 @@ class Broker:
 
     # -- phases ----------------------------------------------------------------------------
     def enter_exclusive(self, job: str) -> int:
-        """Leave the CPU slot and wait until the job's device is free and the job is first in line."""
+        """Leave the CPU slot and wait until the job's device is free and the job is first in line;
+        returns the device, or :data:`STOPPED` if the sweep stops meanwhile. With ``pause`` the jobs
+        in a CPU phase are stopped until no device measures."""
         with self.cond:
             j = self.jobs[job]
             if j.holds_cpu:
@@ -148,11 +191,21 @@ class Broker:
             queue.append(job)
             asked = self._now()
             while not (queue[0] == job and self.device_holder[j.device] is None):
+                if self.stopped:
+                    queue.remove(job)
+                    self.cond.notify_all()
+                    return STOPPED
                 self.cond.wait()
             queue.pop(0)
             self.device_holder[j.device] = job
             j.holds_device, j.since = True, self._now()
             j.wait_s += j.since - asked
+            if self.pause:
+                for other in self.jobs.values():
+                    if other.holds_cpu and not other.paused and other is not j:
+                        other.paused = True
+                        _signal_job(other, signal.SIGSTOP)
+            j.beside.append(self._cpu_running())
             return j.device
 
     def leave_exclusive(self, job: str) -> None:
@@ -160,6 +213,8 @@ class Broker:
             j = self.jobs[job]
             if j.holds_device:
                 self._drop_device(job, j)
+                if not any(self.device_holder):
+                    self._resume()
                 self.cond.notify_all()
         self._take_cpu(job)
 
@@ -168,12 +223,14 @@ class Broker:
         """Wait for a CPU slot; False if the sweep stopped while a ``starting`` job waited for its first."""
         with self.cond:
             j = self.jobs[job]
-            if j.last_cpu_s is not None and j.last_cpu_s < self.short_phase_s:  # predicted short: no wait
-                j.holds_cpu, j.short, j.since = True, True, self._now()
+            if (j.last_cpu_s is not None and j.last_cpu_s < self.short_phase_s  # predicted short: no wait
+                    and not (self.pause and any(self.device_holder))):
+                self._took_cpu(j, short=True)
                 return True
             self.cpu_queue.append(job)
             asked = self._now()
-            while not (self.cpu_queue[0] == job and self._cpu_in_use() < self.cpu_workers):
+            while not (self.cpu_queue[0] == job and self._cpu_in_use() < self.cpu_workers
+                       and not (self.pause and any(self.device_holder) and not self.stopped)):
                 if starting and self.stopped:  # not started yet: it never will
                     self.cpu_queue.remove(job)
                     del self.jobs[job]  # it never ran: not in the makespan
@@ -181,10 +238,28 @@ class Broker:
                     return False
                 self.cond.wait()
             self.cpu_queue.pop(0)
-            j.holds_cpu, j.since = True, self._now()
+            self._took_cpu(j)
             j.wait_s += j.since - asked
             self.cond.notify_all()  # the next in line may fit too
             return True
+
+    def _took_cpu(self, j: JobLeases, short: bool = False) -> None:
+        """``j`` holds a CPU slot from now: every exclusive span running now has one more job beside it."""
+        j.holds_cpu, j.short, j.since = True, short, self._now()
+        running = self._cpu_running()
+        for holder in filter(None, self.device_holder):
+            h = self.jobs[holder]
+            h.beside[-1] = max(h.beside[-1], running)
+
+    def _cpu_running(self) -> int:
+        """Jobs in a CPU phase and not paused."""
+        return sum(j.holds_cpu and not j.paused for j in self.jobs.values())
+
+    def _resume(self) -> None:
+        for j in self.jobs.values():
+            if j.paused:
+                j.paused = False
+                _signal_job(j, signal.SIGCONT)
 
     def _cpu_in_use(self) -> int:
         return sum(j.holds_cpu and not j.short for j in self.jobs.values())
@@ -193,6 +268,9 @@ class Broker:
         j.last_cpu_s = self._now() - j.since
         j.cpu_s += j.last_cpu_s
         j.holds_cpu = j.short = False
+        if j.paused:  # finished or failed while stopped (a crash): its processes go on, to end
+            j.paused = False
+            _signal_job(j, signal.SIGCONT)
 
     def _drop_device(self, job: str, j: JobLeases) -> None:
         now = self._now()
@@ -210,7 +288,22 @@ class Broker:
             if j is None:
                 return {}
             return {"device": j.device, "wait_s": j.wait_s, "exclusive_s": j.exclusive_s, "cpu_s": j.cpu_s,
-                    "started_s": j.started, "ended_s": j.ended, "spans": list(j.spans)}
+                    "started_s": j.started, "ended_s": j.ended, "spans": list(j.spans),
+                    "cpu_jobs_beside": list(j.beside), "pause": self.pause}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every job's state now, for the progress display."""
+        with self.cond:
+            now = self._now()
+            jobs = {}
+            for name, j in self.jobs.items():
+                state = ("ended" if j.ended is not None else "measuring" if j.holds_device
+                         else "paused" if j.paused else "cpu" if j.holds_cpu
+                         else "waiting for its device" if any(name in q for q in self.device_queue) else "queued")
+                jobs[name] = {"label": j.label, "device": j.device, "state": state, "status": j.status,
+                              "phase": j.phase, "done": j.done, "eta_s": j.eta_s,
+                              "phase_s": now - j.phase_since, "elapsed_s": now - j.started}
+            return {"now": now, "jobs": jobs, "stopped": self.stopped}
 
     def summary(self) -> dict[str, Any]:
         """The sweep's makespan and each device's share of it spent in exclusive phases."""
@@ -224,6 +317,16 @@ class Broker:
                     "cpu_workers": self.cpu_workers, "device_busy_s": list(self.busy_s),
                     "device_utilization": [b / makespan if makespan > 0 else 0.0 for b in self.busy_s],
                     "wait_s": sum(j.wait_s for j in self.jobs.values()), "work_s": work}
+
+
+def _signal_job(j: JobLeases, signum: int) -> None:
+    """``signum`` to a job's worker and its measuring children's groups (those that still exist)."""
+    for pid in j.pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
+    for group in j.groups:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signum)
 
 
 def summary_line(summary: dict[str, Any]) -> str:
@@ -253,9 +356,10 @@ def _serve(server: Any) -> None:
         pass
 
 
-def serve(devices: int, cpu_workers: int, short_phase_s: float = 1.0) -> tuple[Broker, Any, str]:
+def serve(devices: int, cpu_workers: int, short_phase_s: float = 1.0, pause: bool = False
+          ) -> tuple[Broker, Any, str]:
     """Start a broker on loopback; returns (broker, manager to shut down, address for ENV_ADDRESS)."""
-    broker = Broker(devices, cpu_workers, short_phase_s)
+    broker = Broker(devices, cpu_workers, short_phase_s, pause)
     key = os.urandom(16)
     _Server.register("broker", callable=lambda: broker)
     manager = _Server(address=("127.0.0.1", 0), authkey=key)
@@ -268,6 +372,44 @@ def serve(devices: int, cpu_workers: int, short_phase_s: float = 1.0) -> tuple[B
 _local: dict[str, Any] = {}  # this process's connection to the broker (per pid: not shared across fork)
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back for the block and delivered after it. A call to the broker is a
+    request and its reply on one connection: an interrupt between the two left the reply unread, and
+    every later call read the one before's (``finish`` got -1, the next ``start`` ``{}``, which is not
+    STOPPED, and a queued job started after the interrupt). Python runs handlers in the main thread only,
+    so only there is anything to hold back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(caught):
+            signal.raise_signal(s)
+
+
+class _Calls:
+    """The broker's proxy with every call made whole (:func:`signals_deferred`)."""
+
+    def __init__(self, proxy: Any):
+        self._proxy = proxy
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._proxy, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with signals_deferred():
+                return method(*args, **kwargs)
+        return call
+
+
 def _client() -> Any | None:
     address = os.environ.get(ENV_ADDRESS)
     if not address or not os.environ.get(ENV_JOB):
@@ -276,16 +418,19 @@ def _client() -> Any | None:
         host, port, key = address.rsplit(":", 2)
         _Client.register("broker")
         manager = _Client(address=(host, int(port)), authkey=bytes.fromhex(key))
-        manager.connect()
-        _local.update(pid=os.getpid(), address=address, broker=manager.broker(), depth=0)  # type: ignore[attr-defined]
+        with signals_deferred():
+            manager.connect()
+            proxy = manager.broker()  # type: ignore[attr-defined]
+        _local.update(pid=os.getpid(), address=address, broker=_Calls(proxy), depth=0, reported=0.0)
     return _local["broker"]
 
 
 @contextlib.contextmanager
 def exclusive() -> Iterator[int | None]:
     """Work that needs the device to itself (timing). Under the load-aware launcher it waits
-    for the job's device and holds it until the block ends; elsewhere it does nothing. Nested
-    blocks hold the one lease; yields the device index (None outside the launcher)."""
+    for the job's device and holds it until the block ends, this process on the device's
+    measuring lane (:func:`cpus.on_lane`); elsewhere it does nothing. Nested blocks hold the one
+    lease; yields the device index (None outside the launcher)."""
     broker = _client()
     if broker is None:
         yield None
@@ -298,13 +443,38 @@ def exclusive() -> Iterator[int | None]:
         finally:
             _local["depth"] -= 1
         return
-    _local["device"] = broker.enter_exclusive(job)
+    device = broker.enter_exclusive(job)
+    if device == STOPPED:
+        raise SweepStopped("the sweep was interrupted while this job waited for its device")
+    _local["device"] = device
     _local["depth"] = 1
     try:
-        yield _local["device"]
+        with cpus.on_lane(device):
+            yield device
     finally:
         _local["depth"] = 0
         broker.leave_exclusive(job)
+
+
+def attach_group() -> None:
+    """This process leads a process group that works for the job (a measuring child): paused with it."""
+    broker = _client()
+    if broker is not None:
+        broker.attach(os.environ[ENV_JOB], os.getpgid(0))
+
+
+def report(phase: str, done: float | None = None, eta_s: float | None = None, every_s: float = 1.0) -> None:
+    """What this job is doing, for the launcher's progress display (at most one call a second, but a
+    change of phase); nothing outside the launcher."""
+    broker = _client()
+    if broker is None:
+        return
+    now = time.monotonic()
+    if phase == _local.get("phase") and now - _local.get("reported", 0.0) < every_s:
+        return
+    _local.update(phase=phase, reported=now)
+    with contextlib.suppress(Exception):  # the display is not worth failing a job for
+        broker.report(os.environ[ENV_JOB], phase, done, eta_s)
 
 
 def job_stats() -> dict[str, Any]:

@@ -57,11 +57,12 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
 
 
-def _child(conn, job: bytes, stop=None) -> None:
+def _child(conn, job: bytes, stop=None, timing=None) -> None:
     """The measuring child's entry. The job arrives pickled and is unpickled only here, after the
     parent-death handling is in place: unpickling a typed config imports its backend's plugin (and
     with it torch, seconds of work), and a parent killed meanwhile must not leave this process running."""
     THIS.stop = stop  # the parent asks it to stop timing and report what it has
+    THIS.timing = timing  # set once it times: before that an interrupt ends it at once
     os.setpgid(0, 0)  # its own process group: what it starts (compile workers, tuning builds) ends with it
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the child itself
@@ -119,8 +120,8 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
     """Call ``fn(arg)`` in a spawned process; never raises for the child's failures."""
     ctx = mp.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
-    stop = ctx.Event()
-    proc = ctx.Process(target=_child, args=(send, pickle.dumps((fn, arg)), stop), daemon=True)
+    stop, timing = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_child, args=(send, pickle.dumps((fn, arg)), stop, timing), daemon=True)
     with caller_main_hidden():
         proc.start()
     send.close()
@@ -147,10 +148,10 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
             return Outcome(True, payload)
         return Outcome(False, None, payload[0], payload[1])
     except (KeyboardInterrupt, Interrupted) as exc:
-        stop.set()  # a child that is timing stops and sends what it has; one still preparing is killed
+        stop.set()  # a child that is timing stops and sends what it has; one still preparing is killed at once
         partial = None
         try:
-            if recv.poll(3.0):
+            if timing.is_set() and recv.poll(3.0):
                 status, payload = recv.recv()
                 partial = payload if status == "ok" else None
         except (EOFError, OSError, KeyboardInterrupt):

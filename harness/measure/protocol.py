@@ -10,6 +10,7 @@ once the median's 95% CI is tight enough, or at max time -> statistics.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -17,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ios_core.progress import Heartbeat, Progress
+from ios_core.progress import Heartbeat, Progress, send_to
 
 from ..backend import Backend, BackendError, Prepared
 from ..config import RunnerConfig
 from ..lifecycle import THIS
-from ..machine import environment
+from ..machine import cpus, environment, leases
 from ..machine.clocks import ClockSampler, load_nvml, nvml_index
 from ..machine.leases import exclusive, job_stats
 from ..machine.usage import UsageMeter
@@ -88,6 +89,8 @@ def _timed_loop(prep, handle, r: RunnerConfig, sampler, x=None, meter: UsageMete
 
     _warmup(infer, handle, r)
     sync()
+    if THIS.timing is not None:  # an interrupt from now on waits for what was timed
+        THIS.timing.set()
     events = None
     if prep.cuda_stream is not None:
         import torch
@@ -151,6 +154,9 @@ def notes_on(metrics: dict[str, float], reason: str, r: RunnerConfig) -> list[st
         most = max(need for p in r.percentiles if (need := min_samples(float(p))) > n)
         notes.append(f"tails left out ({metrics.get('samples', 0):.0f} samples): {', '.join(short)} "
                      f"(runner.min_iters={most} gets them)")
+    if metrics.get("cpu_busy"):
+        notes.append(f"busy CPU: load average {metrics['load_avg_start']:.1f} on {metrics['measure_cores']:.0f} "
+                     f"cores as measuring began: other work shared them")
     if metrics.get("throttled_samples_dropped", 0.0) > 0 or metrics.get("throttle_reasons_mask", 0.0) > 0:
         notes.append(f"throttled: {metrics.get('throttled_samples_dropped', 0.0):.0f} samples dropped "
                      f"(reasons mask {metrics.get('throttle_reasons_mask', 0.0):.0f})")
@@ -173,6 +179,7 @@ def measure(spec: RunSpec, clock_target_mhz: float = 0.0) -> Measurement:
     and trace."""
     import torch
 
+    _join_sweep()
     cfg, r = spec.cfg, spec.cfg.runner
     torch.manual_seed(r.seed)
     metrics: dict[str, float] = {}
@@ -201,6 +208,17 @@ def measure(spec: RunSpec, clock_target_mhz: float = 0.0) -> Measurement:
     return Measurement(metrics=metrics, env=env, params=params, artifacts=artifacts, notes=notes,
                        latencies_ms=host, gpu_latencies_ms=gpu, device=spec.device, display_name=label,
                        graph_hash=p.model.graph().hash() if p.model.made("graph") else "")
+
+
+def _join_sweep() -> None:
+    """Under the load-aware launcher: this process on the CPU pool with its slot's threads, paused with its
+    job where it leads a process group of its own (the measuring child), its progress on the launcher's
+    display instead of the screen. Nothing elsewhere."""
+    if cpus.enter_job() is None:
+        return
+    if os.getpgid(0) == os.getpid():
+        leases.attach_group()
+    send_to(leases.report)
 
 
 def _profile_ops(spec: RunSpec, model: Model, metrics: dict[str, float], artifacts: dict[str, str]) -> list[str]:
@@ -301,11 +319,17 @@ def _time(spec: RunSpec, p: _Prepared, nvml: Any, clock_target_mhz: float,
         nvml_gpu = nvml_index(nvml, cfg.device.index)
         sampler = ClockSampler(nvml, nvml_gpu, cfg.device.sample_interval_ms / 1e3).start()
         meter = UsageMeter(spec.device, nvml, nvml_gpu, p.prep.memory_stats)
+        before = cpus.how_measured()
         try:
             host, gpu, stamps, reason = _timed_loop(p.prep, p.handle, r, sampler, p.x, meter)
         finally:
             sampler.stop()
         meter.stop(len(host))
+        after = cpus.how_measured()
+    metrics.update({k: v for k, v in before.items() if k != "load_avg_1m"})
+    metrics.update(load_avg_start=before["load_avg_1m"], load_avg_end=after["load_avg_1m"])
+    if spec.device == "cpu" and before["load_avg_1m"] > before["measure_cores"]:  # other work shares the CPU
+        metrics["cpu_busy"] = 1.0
     metrics.update(meter.metrics())
     if THIS.stopping():
         metrics["interrupted"] = 1.0  # the statistics below cover the samples taken until then

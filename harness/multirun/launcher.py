@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError
+from ..interrupts import Terminated
 from ..lifecycle import THIS
-from ..machine import leases
+from ..machine import cpus, leases
 from ..machine.clocks import load_nvml, nvml_text, visible_gpus
+from . import progress
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,13 @@ class LoadAwareLauncherConf:
     cpu_workers: int = 0  # jobs in a CPU phase at once, each (cores - devices) // cpu_workers threads; 0: devices + 1
     jobs: int = 0  # jobs in flight at once; 0: cpu_workers + devices
     short_phase_s: float = 1.0  # a job whose last CPU phase was shorter starts its next without a slot (0: never)
+    #: cores of its own for each GPU's measuring lane, which no CPU phase runs on (-1: 2 per GPU; 0: none set
+    #: apart; a CPU sweep measures on every core and pauses the CPU phases instead)
+    lane_cores: int = -1
+    #: stop (SIGSTOP) the jobs in a CPU phase while a device measures, none starting meanwhile: auto (on for a CPU
+    #: sweep, whose measurements are CPU work; off with GPUs, whose lanes keep them apart), true, false
+    pause: Any = "auto"
+    progress_s: float = 30.0  # the progress lines' interval where stderr is not a terminal (0: none)
 
 
 def resolve(devices: int, cpu_workers: int, jobs: int, gpus: list[dict[str, Any]] | None = None
@@ -92,19 +102,57 @@ def find_gpus(spec: Any, device_type: str, limit: int = 0, nvml: Any = None) -> 
     return found[:limit] if limit > 0 else found
 
 
-def _worker_init() -> None:
+def placement(launcher: Any, devices: int, cpu_workers: int, gpus: list[dict[str, Any]]) -> cpus.Placement:
+    """The sweep's partition of the cores (:mod:`harness.machine.cpus`) from the launcher's settings."""
+    lane = int(getattr(launcher, "lane_cores", -1))
+    if lane < 0:
+        lane = 2 if gpus else 0
+    pause = str(getattr(launcher, "pause", "auto")).lower()
+    if pause not in ("auto", "true", "false"):
+        raise ConfigError(f"hydra.launcher.pause={pause!r}: choose auto, true or false")
+    paused = not gpus if pause == "auto" else pause == "true"
+    return cpus.partition(cpus.available(), devices, lane if gpus else 0, cpu_workers, paused)
+
+
+def _worker_init(placement_env: str = "") -> None:
     """Ctrl-C reaches every worker; one running a job is interrupted (the job records itself
-    KILLED), an idle one ignores it and is ended by the pool's shutdown (raising there would
-    print the pool's traceback, and a worker that dies breaks the pool for the running jobs)."""
+    KILLED), an idle one ignores it, starts no job after it and is ended by the pool's shutdown
+    (raising there would print the pool's traceback, and a worker that dies breaks the pool for the
+    running jobs). The worker dies with the launcher (``kill -9`` of it included), and runs on the
+    CPU pool with its slot's threads before anything is imported."""
     def on_sigint(signum: int, frame: Any) -> None:
+        _stopping.set()
         if THIS.busy:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
+    die_with_parent()
+    if placement_env:
+        os.environ[cpus.ENV_PLACEMENT] = placement_env
+    cpus.enter_job()
+
+
+_stopping = threading.Event()  # in a worker: a Ctrl-C came, no job starts
+
+
+def die_with_parent() -> None:
+    """This process ends when its parent does: Linux's parent-death signal, and a watchdog thread
+    where the parent was gone before it was set (or the signal is not there)."""
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
 
 
 def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleton_state: Any, job: str,
-             env: dict[str, str], devices: int, gpus: list[dict[str, Any]]) -> Any:
+             env: dict[str, str], devices: int, gpus: list[dict[str, Any]], label: str = "") -> Any:
     """One job in a worker process: bind a device, run it as Hydra's basic launcher would,
     and always give back what it held (a job that fails or crashes releases its device). A job
     bound to a GPU sees that GPU alone (``CUDA_VISIBLE_DEVICES``, inherited by its measuring
@@ -118,9 +166,12 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
     os.environ.update(env)
     broker = leases._client()
     assert broker is not None
+    if _stopping.is_set():  # Ctrl-C came while this worker was idle: the queued job never starts
+        return None
     THIS.busy = True
+    status = ""
     try:
-        device = broker.start(job)
+        device = broker.start(job, label, os.getpid())
         if device == leases.STOPPED:  # the sweep was interrupted before this job began: it never runs
             return None
         with open_dict(sweep_config):
@@ -130,11 +181,18 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
                 sweep_config.device.index = 0
             elif devices > 1:  # device slots without GPUs named: the job's device index
                 sweep_config.device.index = device
+        from ios_core.progress import send_to
+
+        send_to(leases.report)
         ret = run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        status = str(ret._return_value) if isinstance(ret._return_value, str) else "FAILED"
         return _picklable(ret)
+    except BaseException:
+        status = "KILLED" if _stopping.is_set() else "FAILED"
+        raise
     finally:
-        broker.finish(job)
+        broker.finish(job, status)
         THIS.busy = False
 
 
@@ -156,20 +214,28 @@ def _picklable(ret: Any) -> Any:
     return ret
 
 
-def _job_configs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[tuple[int, Any]]:
-    """Each job's composed config, numbered as Hydra's basic launcher numbers them."""
+def _job_configs(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+                 ) -> list[tuple[int, Any, str]]:
+    """Each job's composed config and overrides, numbered as Hydra's basic launcher numbers them."""
     from hydra.core.utils import filter_overrides
     from omegaconf import open_dict
 
     configs = []
+    values: dict[str, set[str]] = {}
+    for overrides in job_overrides:
+        for o in overrides:
+            key, _, value = o.partition("=")
+            values.setdefault(key, set()).add(value)
     for i, overrides in enumerate(job_overrides):
         idx = initial_job_idx + i
         log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+        # what tells it apart from the sweep's other jobs, for the progress display
+        label = " ".join(o for o in filter_overrides(overrides) if len(values.get(o.partition("=")[0], ())) > 1)
         cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
         with open_dict(cfg):
             cfg.hydra.job.id = idx
             cfg.hydra.job.num = idx
-        configs.append((idx, cfg))
+        configs.append((idx, cfg, label))
     return configs
 
 
@@ -186,12 +252,12 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     device_type = str(getattr(config.device.type, "value", config.device.type)) if "device" in config else "auto"
     gpus = find_gpus(getattr(launcher, "gpus", "all"), device_type, int(launcher.devices))
     devices, cpu_workers, jobs = resolve(int(launcher.devices), int(launcher.cpu_workers), int(launcher.jobs), gpus)
-    # each CPU slot's share of the cores, less one core per device for the job measuring there (its
-    # launches: on the H100 host, a timing beside two 8-thread tuning jobs on 16 cores had outliers)
-    threads = max(1, (leases.cores() - devices) // cpu_workers)
-    broker, server, address = leases.serve(devices, cpu_workers, float(launcher.short_phase_s))
+    place = placement(launcher, devices, cpu_workers, gpus)
+    threads = place.share
+    broker, server, address = leases.serve(devices, cpu_workers, float(launcher.short_phase_s), place.pause)
     log.info(f"Launching {len(job_overrides)} jobs load-aware: {jobs} at once, {cpu_workers} CPU worker(s) of "
              f"{threads} thread(s), {devices} device(s) measured by one job at a time")
+    log.info(f"\t{place.describe()}")
     for slot, gpu in enumerate(gpus):
         log.info(f"\tdevice {slot}: GPU {gpu['index'] if gpu['index'] is not None else gpu['given']}"
                  f"{' ' + gpu['name'] if gpu['name'] else ''}{' ' + gpu['uuid'] if gpu['uuid'] else ''}")
@@ -202,27 +268,33 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     # with GPUs to choose from, each job gets a fresh worker: CUDA_VISIBLE_DEVICES counts only
     # before CUDA starts in a process, and runner.isolate=false measures in the worker itself
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"),
-                               initializer=_worker_init, max_tasks_per_child=1 if len(gpus) > 1 else None)
+                               initializer=_worker_init, initargs=(place.to_env(),),
+                               max_tasks_per_child=1 if len(gpus) > 1 else None)
     futures: list[Any] = []
     old_term = _sigterm_interrupts()
+    display = progress.SweepProgress(broker, len(configs), float(getattr(launcher, "progress_s", 30.0)))
     try:
+        display.start()
         futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
-                               {**env, leases.ENV_JOB: f"job{idx}"}, devices, gpus) for idx, cfg in configs]
-        for (idx, _), future in zip(configs, futures):
+                               {**env, leases.ENV_JOB: f"job{idx}"}, devices, gpus, label)
+                   for idx, cfg, label in configs]
+        for (idx, _, _), future in zip(configs, futures):
             try:
                 results.append(future.result())
             except Exception as exc:  # the worker died (kill -9, out of memory): the sweep goes on
-                broker.finish(f"job{idx}")
-                log.error(f"job #{idx} ended without a result: {type(exc).__name__}: {exc}")
+                broker.finish(f"job{idx}", "FAILED")
+                display.print(f"job #{idx} ended without a result: {type(exc).__name__}: {exc}")
             except SystemExit:  # the job was interrupted in its worker and recorded KILLED there
                 raise KeyboardInterrupt from None
         pool.shutdown()
     except KeyboardInterrupt as exc:
+        display.stop()
         _interrupted(pool, futures, broker, getattr(exc, "signum", signal.SIGINT))
     finally:
+        display.stop()
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
-        summary = {**broker.summary(), "gpus": gpus}
+        summary = {**broker.summary(), "gpus": gpus, "placement": json.loads(place.to_env())}
         (sweep_dir / leases.SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
         server.stop_event.set()
     log.info(leases.summary_line(summary))
@@ -230,44 +302,42 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     return results
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM to the launcher (a scheduler's time limit, `kill`): stop the sweep as Ctrl-C does,
-    so that the workers' jobs are interrupted and recorded, not left running as orphans."""
-
-    signum = signal.SIGTERM
-
-
 def _sigterm_interrupts() -> Any:
-    """Make SIGTERM raise :class:`_Terminated` (main thread only); returns the old handler."""
+    """Make SIGTERM raise :class:`Terminated` (main thread only); returns the old handler."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def on_term(signum: int, frame: Any) -> None:
-        raise _Terminated
+        raise Terminated
 
     return signal.signal(signal.SIGTERM, on_term)
 
 
 def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], broker: leases.Broker,
-                 signum: int = signal.SIGINT) -> None:
+                 signum: int = signal.SIGINT, budget_s: float = 8.0) -> None:
     """Ctrl-C or SIGTERM: jobs not started are dropped, running ones are interrupted (each records
     itself KILLED, as under the basic launcher), the workers are ended and the sweep is ended
-    KILLED; one line, exit 128 + the signal. A second Ctrl-C does not break this."""
+    KILLED; one line, exit 128 + the signal, the whole tree gone within ``budget_s`` and a
+    moment. A second Ctrl-C does not break this."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    broker.stop()  # a worker that was between jobs (it ignores Ctrl-C then) starts no queued job
+    deadline = time.monotonic() + budget_s
+    broker.stop()  # no queued job starts, none waits on; paused jobs go on, to see the interrupt
     for future in futures:
         future.cancel()
     procs = _workers(pool)
     for proc in procs:  # Ctrl-C reached them already; `kill -INT` of this process alone did not
         with contextlib.suppress(OSError):
             os.kill(proc.pid, signal.SIGINT)
-    _, stuck = wait([f for f in futures if not f.cancelled()], timeout=60)  # each job records itself KILLED
+    running = [f for f in futures if not f.cancelled()]
+    # each job records itself KILLED: its measuring child gets 3 s to hand over what it timed
+    _, stuck = wait(running, timeout=max(0.0, deadline - 3.0 - time.monotonic()))
     if stuck:  # a job that does not stop: SIGTERM, which it records too, then its worker is killed
         for proc in procs:
-            proc.terminate()
-        wait(stuck, timeout=15)
-    _end_workers(pool, procs)
+            with contextlib.suppress(OSError):
+                proc.terminate()
+        wait(stuck, timeout=max(0.5, deadline - time.monotonic()))
+    _end_workers(pool, procs, grace_s=max(0.1, deadline - time.monotonic()))
     if THIS.sweep is not None:
         THIS.sweep.end("KILLED")
     print("interrupted: the load-aware sweep stopped; finished and interrupted jobs keep their records "
@@ -287,8 +357,9 @@ def _end_workers(pool: ProcessPoolExecutor, procs: list[Any], grace_s: float = 1
     exit, and the test waiting for the sweep's end timed out.)"""
     procs = procs + [p for p in _workers(pool) if p not in procs]
     pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + grace_s
     for proc in procs:
-        proc.join(grace_s)
+        proc.join(max(0.0, deadline - time.monotonic()))
         if proc.is_alive():
-            proc.kill()
-            proc.join(5)
+            proc.kill()  # its measuring child dies with it (parent-death signal)
+            proc.join(2)
