@@ -72,8 +72,8 @@ def cv(m: dict) -> float | None:
 
 
 def cpu_s(m: dict) -> float | None:
-    parts = [m.get("model_build_s"), m.get("optimization_cost_s")]
-    return sum(parts) if None not in parts else None
+    build, cost = m.get("model_build_s"), m.get("optimization_cost_s")
+    return build + cost if build is not None and cost is not None else None
 
 
 def ratio(b: float | None, a: float | None) -> float | None:
@@ -90,7 +90,7 @@ def span_s(jobs: dict[str, dict]) -> float | None:
     return (max(t) - min(t)).total_seconds() if t else None
 
 
-def table(a: dict[str, dict], b: dict[str, dict], names: list[str], launcher_json: list[str] | None = None) -> str:
+def table(a: dict[str, dict], b: dict[str, dict], names: list[str], launcher_json: list | None = None) -> str:
     na, nb = names
     out = [f"| job | {na} ms | {nb} ms | {nb}/{na} | {nb} in {na}'s CI | CV {na} % | CV {nb} % | CV {nb}/{na} "
            f"| build s {na} / {nb} | opt. cost s {na} / {nb} | status |", "|" + "---|" * 11]
@@ -168,7 +168,7 @@ def main(argv: list[str]) -> int:
     if len(args.dirs) != 2:
         p.error("give two folders: DIR_A DIR_B")
     names = args.names or [Path(d).name for d in args.dirs]
-    print(table(*(load(Path(d)) for d in args.dirs), names, args.launcher_json))
+    print(table(load(Path(args.dirs[0])), load(Path(args.dirs[1])), names, args.launcher_json))
     return 0
 
 
