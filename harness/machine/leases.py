@@ -81,6 +81,8 @@ class JobLeases:
     pids: list[int] = field(default_factory=list)  # its worker process
     groups: list[int] = field(default_factory=list)  # its measuring children's process groups
     paused: bool = False  # stopped (SIGSTOP) while a device measures (Placement.pause)
+    paused_since: float = 0.0
+    paused_s: float = 0.0  # time stopped, also counted in wait_s: the launcher's, not the job's
     phase: str = ""  # what it reported doing last (model build, prepare, search 40%)
     done: float | None = None  # the phase's share done, where known
     eta_s: float | None = None  # the phase's time left, where known
@@ -203,7 +205,7 @@ class Broker:
             if self.pause:
                 for other in self.jobs.values():
                     if other.holds_cpu and not other.paused and other is not j:
-                        other.paused = True
+                        other.paused, other.paused_since = True, self._now()
                         _signal_job(other, signal.SIGSTOP)
             j.beside.append(self._cpu_running())
             return j.device
@@ -258,8 +260,15 @@ class Broker:
     def _resume(self) -> None:
         for j in self.jobs.values():
             if j.paused:
-                j.paused = False
-                _signal_job(j, signal.SIGCONT)
+                self._unpause(j)
+
+    def _unpause(self, j: JobLeases) -> None:
+        """Let ``j`` go on; the time it stood counts as waiting (its optimization cost leaves waits out)."""
+        stood = self._now() - j.paused_since
+        j.paused_s += stood
+        j.wait_s += stood
+        j.paused = False
+        _signal_job(j, signal.SIGCONT)
 
     def _cpu_in_use(self) -> int:
         return sum(j.holds_cpu and not j.short for j in self.jobs.values())
@@ -269,8 +278,7 @@ class Broker:
         j.cpu_s += j.last_cpu_s
         j.holds_cpu = j.short = False
         if j.paused:  # finished or failed while stopped (a crash): its processes go on, to end
-            j.paused = False
-            _signal_job(j, signal.SIGCONT)
+            self._unpause(j)
 
     def _drop_device(self, job: str, j: JobLeases) -> None:
         now = self._now()
@@ -289,7 +297,7 @@ class Broker:
                 return {}
             return {"device": j.device, "wait_s": j.wait_s, "exclusive_s": j.exclusive_s, "cpu_s": j.cpu_s,
                     "started_s": j.started, "ended_s": j.ended, "spans": list(j.spans),
-                    "cpu_jobs_beside": list(j.beside), "pause": self.pause}
+                    "cpu_jobs_beside": list(j.beside), "pause": self.pause, "paused_s": j.paused_s}
 
     def snapshot(self) -> dict[str, Any]:
         """Every job's state now, for the progress display."""

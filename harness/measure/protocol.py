@@ -239,13 +239,14 @@ def _prepare(spec: RunSpec, metrics: dict[str, float]) -> _Prepared:
     cfg, device, backend_cls = spec.cfg, spec.device, spec.backend
     check_runnable(backend_cls, device, ready=False)  # the backend's own prepare says what else it lacks
     model = Model(spec.model, cfg.batch, cfg.runner.seed)
-    t = time.perf_counter()
+    t, waited = time.perf_counter(), job_stats().get("wait_s", 0.0)
     try:
         with Heartbeat(f"model {model.name} for {backend_cls.name}"):
             form = model.take(backend_cls.forms)
     except FormError as exc:
         raise BackendError(f"backend {backend_cls.name} cannot take {model.name}: {exc}") from None
-    metrics["model_build_s"] = time.perf_counter() - t
+    # a pause of the load-aware launcher's (a device measured meanwhile) is not the model's time
+    metrics["model_build_s"] = time.perf_counter() - t - (job_stats().get("wait_s", 0.0) - waited)
     batch, precision = cfg.batch, spec.precision
     if not cfg.backend.store:  # schedules, cost caches, tuning databases: under the run's results folder
         cfg.backend.store = str(cfg.tracking.results_dir)

@@ -38,15 +38,17 @@ class LoadAwareLauncherConf:
     _target_: str = "hydra_plugins.harness_loadaware.loadaware_launcher.LoadAwareLauncher"
     gpus: Any = "all"  # GPUs to share out, one lease each: all (those visible here) or indexes/UUIDs [0,1]
     devices: int = 0  # how many of them (0: every one); without GPUs, device slots (0: 1, the CPU)
-    cpu_workers: int = 0  # jobs in a CPU phase at once, each (cores - devices) // cpu_workers threads; 0: devices + 1
+    #: jobs in a CPU phase at once, each with an equal share of the cores no lane holds; 0: devices + 1, and with
+    #: GPUs at least one per 4 such cores
+    cpu_workers: int = 0
     jobs: int = 0  # jobs in flight at once; 0: cpu_workers + devices
     short_phase_s: float = 1.0  # a job whose last CPU phase was shorter starts its next without a slot (0: never)
     #: cores of its own for each GPU's measuring lane, which no CPU phase runs on (-1: 2 per GPU; 0: none set
-    #: apart; a CPU sweep measures on every core and pauses the CPU phases instead)
+    #: apart); a CPU sweep's measurement is CPU work: it runs on every core, kept apart by the pause
     lane_cores: int = -1
-    #: stop (SIGSTOP) the jobs in a CPU phase while a device measures, none starting meanwhile: auto (on for a CPU
-    #: sweep, whose measurements are CPU work; off with GPUs, whose lanes keep them apart), true, false
-    pause: Any = "auto"
+    #: stop (SIGSTOP) the jobs in a CPU phase while a device measures, none starting meanwhile (the lanes alone
+    #: left GPU timings noisy: BENCHMARKS.md, issue 55)
+    pause: bool = True
     progress_s: float = 30.0  # the progress lines' interval where stderr is not a terminal (0: none)
 
 
@@ -58,7 +60,9 @@ def resolve(devices: int, cpu_workers: int, jobs: int, gpus: list[dict[str, Any]
         devices = len(gpus)
     devices = max(devices, 1)
     if cpu_workers <= 0:  # CPU phases (tuning builds, compilers) are multi-threaded: few slots, many threads each
-        cpu_workers = min(devices + 1, leases.cores())
+        # with GPUs, a slot per 4 cores at least: much of a compile is one thread (Dynamo's tracing, the export),
+        # and a job's pools are sized to its share, so more slots keep the device busy without oversubscribing
+        cpu_workers = min(max(devices + 1, (leases.cores() - 2 * devices) // 4 if gpus else 0), leases.cores())
     return devices, cpu_workers, jobs if jobs > 0 else cpu_workers + devices
 
 
@@ -107,11 +111,8 @@ def placement(launcher: Any, devices: int, cpu_workers: int, gpus: list[dict[str
     lane = int(getattr(launcher, "lane_cores", -1))
     if lane < 0:
         lane = 2 if gpus else 0
-    pause = str(getattr(launcher, "pause", "auto")).lower()
-    if pause not in ("auto", "true", "false"):
-        raise ConfigError(f"hydra.launcher.pause={pause!r}: choose auto, true or false")
-    paused = not gpus if pause == "auto" else pause == "true"
-    return cpus.partition(cpus.available(), devices, lane if gpus else 0, cpu_workers, paused)
+    return cpus.partition(cpus.available(), devices, lane if gpus else 0, cpu_workers,
+                          bool(getattr(launcher, "pause", True)))
 
 
 def _worker_init(placement_env: str = "") -> None:

@@ -20,7 +20,7 @@ ConfigStore.instance().store(group="hydra/launcher", name="loadaware", node=Load
 
 class LoadAwareLauncher(Launcher):
     def __init__(self, gpus: Any = "all", devices: int = 0, cpu_workers: int = 0, jobs: int = 0,
-                 short_phase_s: float = 1.0, lane_cores: int = -1, pause: Any = "auto",
+                 short_phase_s: float = 1.0, lane_cores: int = -1, pause: bool = True,
                  progress_s: float = 30.0) -> None:
         self.gpus = gpus
         self.devices, self.cpu_workers, self.jobs, self.short_phase_s = devices, cpu_workers, jobs, short_phase_s
