@@ -73,3 +73,11 @@ def cumsum_net():
 
 def not_a_module():
     return 42
+
+
+def slow_net():
+    """A module factory that takes a minute (a model whose build is long): where a stop must land mid-build."""
+    import time
+
+    time.sleep(60)
+    return tiny_net()

@@ -5,6 +5,7 @@ under ``hydra/launcher=loadaware`` against the basic launcher."""
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -259,7 +260,7 @@ def test_loadaware_sweep_overlaps_cpu_phases_and_never_two_measurements(tmp_path
     basic.mkdir()
     res, la_wall = _sweep(la, "loadaware", "hydra.launcher.cpu_workers=4")
     assert res.returncode == 0, res.stderr[-3000:]
-    threads = max(1, (leases.cores() - 1) // 4)
+    threads = max(1, leases.cores() // 4)  # a CPU sweep measures on every core: the slots share them all
     assert f"Launching 4 jobs load-aware: 5 at once, 4 CPU worker(s) of {threads} thread(s), 1 device(s)" \
         in res.stderr + res.stdout
     assert "ended without a result" not in res.stderr + res.stdout  # every job's return came back
@@ -269,6 +270,12 @@ def test_loadaware_sweep_overlaps_cpu_phases_and_never_two_measurements(tmp_path
     assert len(spans) >= 8 and not _overlaps(spans)  # prepare's exclusive phase + the timing, per job
     for r in records:
         assert r["metrics"]["launcher_exclusive_s"] >= 1.0 and r["params"]["launcher_device"] == 0
+        m = r["metrics"]
+        # how it ran: its CPU phase on the slot's share, its timing on every core (a CPU sweep) with the other
+        # jobs' CPU phases paused, the load around the timed loop
+        assert m["prepare_threads"] == threads and m["measure_threads"] == m["measure_cores"] == leases.cores()
+        assert m["launcher_cpu_jobs_beside"] == 0 and r["params"]["launcher_pause"] is True
+        assert m["load_avg_start"] >= 0 and m["load_avg_end"] >= 0
         assert "launcher_wait_s" in r["metrics"]
         waited = r["metrics"]["launcher_wait_s"] >= 1.0  # then the line says so
         assert waited == any(n.startswith("waited ") and "load-aware launcher" in n for n in r["notes"] or [])
@@ -299,7 +306,7 @@ def test_ctrl_c_ends_a_loadaware_sweep_with_one_line_and_keeps_the_records(tmp_p
     outlive the test), the sweep ends KILLED, exit 130, no traceback."""
     cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
            "model=sample", "backend=overhead", "backend.cpu_s=1,120", "batch=1,2", "runner=quick", "device=cpu",
-           f"tracking.results_dir={tmp_path}", "tracking=off"]
+           f"tracking.results_dir={tmp_path}", "tracking=off", "hydra.launcher.progress_s=1"]
     proc, log = _start_sweep(cmd, tmp_path)
     try:
         # a 1 s job finished and a 120 s job is 10 s into its CPU phase (its heartbeat): on a slow
@@ -329,9 +336,13 @@ def _start_sweep(cmd: list[str], tmp: Path) -> tuple[subprocess.Popen, Path]:
     return proc, log
 
 
-def _heartbeats(log: Path) -> int:
-    """Jobs 10 s into a CPU phase (the overhead backend's prepare prints it once per job)."""
-    return log.read_text().count("] 10 s elapsed")
+def _heartbeats(log: Path, seconds: float = 10.0, phase: str = "prepare Overhead") -> int:
+    """Jobs ``seconds`` into a phase, as the launcher's progress lines (hydra.launcher.progress_s=1) show them."""
+    found = set()
+    for m in re.finditer(r"^  #(\d+) .*\] " + re.escape(phase) + r"[^,\n]*, (\d+) s", log.read_text(), re.M):
+        if float(m.group(2)) >= seconds:
+            found.add(m.group(1))
+    return len(found)
 
 
 def _wait_for(proc: subprocess.Popen, log: Path, ready, limit_s: float = 150.0) -> None:
@@ -368,7 +379,7 @@ def test_sigterm_to_the_launcher_stops_its_workers_jobs_too(tmp_path):
     and recorded KILLED, no worker is left running, exit 143, one line."""
     cmd = [sys.executable, "-m", "harness", "-m", "hydra/launcher=loadaware", "hydra.launcher.cpu_workers=2",
            "model=sample", "backend=overhead", "backend.cpu_s=120", "batch=1,2", "runner=quick", "device=cpu",
-           f"tracking.results_dir={tmp_path}", "tracking=off"]
+           f"tracking.results_dir={tmp_path}", "tracking=off", "hydra.launcher.progress_s=1"]
     proc, log = _start_sweep(cmd, tmp_path)
     try:
         _wait_for(proc, log, lambda: _heartbeats(log) >= 2)  # both jobs in their CPU phase

@@ -252,6 +252,8 @@ def _prepare(spec: RunSpec, metrics: dict[str, float]) -> _Prepared:
         cfg.backend.store = str(cfg.tracking.results_dir)
     backend = backend_cls(cfg.backend)  # the run's backend object, made here in the measuring child
 
+    metrics.update({f"prepare_{k[len('measure_'):]}": v for k, v in cpus.how_measured().items()
+                    if k.startswith("measure_")})  # what the CPU phase could use: its cores and threads
     if device == "cuda":  # the process's device context: not the backend's optimization
         metrics["device_start_s"] = environment.start_cuda()
     # a backend that autotunes while preparing holds its device for it (load-aware launcher; no-op elsewhere)

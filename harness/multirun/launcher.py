@@ -276,9 +276,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     display = progress.SweepProgress(broker, len(configs), float(getattr(launcher, "progress_s", 30.0)))
     try:
         display.start()
-        futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
-                               {**env, leases.ENV_JOB: f"job{idx}"}, devices, gpus, label)
-                   for idx, cfg, label in configs]
+        with _workers_ignore_ctrl_c():
+            futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
+                                   {**env, leases.ENV_JOB: f"job{idx}"}, devices, gpus, label)
+                       for idx, cfg, label in configs]
         for (idx, _, _), future in zip(configs, futures):
             try:
                 results.append(future.result())
@@ -301,6 +302,21 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     log.info(leases.summary_line(summary))
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     return results
+
+
+@contextlib.contextmanager
+def _workers_ignore_ctrl_c() -> Any:
+    """The workers started in the block (the pool starts them at the first submit) ignore Ctrl-C until their
+    initializer has its handler in place: a Ctrl-C while one was still importing printed its traceback. (An
+    ignored signal stays ignored across exec; a handler does not.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _sigterm_interrupts() -> Any:

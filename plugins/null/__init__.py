@@ -36,11 +36,22 @@ class NullBackend(Backend[OverheadConfig]):
     forms = ()  # it runs no model
 
     def prepare(self, model, batch, device, precision) -> Prepared:
-        time.sleep(self.cfg.cpu_s)
+        _work(self.cfg.cpu_s)
         if self.cfg.exclusive_s:
             with exclusive():
                 time.sleep(self.cfg.exclusive_s)
         return Prepared(infer=lambda x: x, check_output=False, device_name=device)
+
+
+def _work(seconds: float, step: float = 0.01) -> None:
+    """``seconds`` of simulated work that, as real work does, makes no progress while the process is stopped
+    (the load-aware launcher's pause): a gap between two steps counts as one step."""
+    done, last = 0.0, time.monotonic()
+    while done < seconds:
+        time.sleep(min(step, seconds - done))
+        now = time.monotonic()
+        done += min(now - last, 5 * step)
+        last = now
 
 
 @hookimpl
