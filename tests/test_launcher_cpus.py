@@ -156,3 +156,10 @@ def test_progress_lines_count_the_jobs_and_name_each_running_one():
     assert text[0] == "sweep 65 s: 1 done, 1 failed, 1 running, 2 queued"
     assert text[1] == "  #1 model.arch=b backend=ios [device 0: measuring] ios search 40%, 12 s, ~30 s left"
     assert len(text) == 2
+
+
+def test_the_tables_flag_a_timing_that_shared_the_machine():
+    from harness.stats import quality_flags
+
+    assert quality_flags({}, {"launcher_cpu_jobs_beside": 2.0, "cpu_busy": 1.0}) == ["beside 2 CPU jobs", "busy CPU"]
+    assert quality_flags({}, {"launcher_cpu_jobs_beside": 0.0}) == []
