@@ -180,7 +180,7 @@ def _measure_locked(spec: RunSpec, record: Record) -> tuple[Outcome, Interrupted
             outcome = (_in_processes(job, spec) if runner.isolate  # the run's spec, pickled
                        else run_inline(job, copy.deepcopy(spec)))  # measure fills in the store
     except (KeyboardInterrupt, Interrupted) as exc:
-        interrupted = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        interrupted = exc if isinstance(exc, Interrupted) else Interrupted(getattr(exc, "signum", signal.SIGINT))
         outcome = Outcome(False, None, f"interrupted by {interrupted}")
     except Exception as exc:  # clock lock required but refused, ...
         outcome = Outcome(False, None, f"{type(exc).__name__}: {exc}")

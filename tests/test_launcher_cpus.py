@@ -35,8 +35,8 @@ _PROBE = """
 import json, os, torch
 from harness.machine import cpus
 cpus.enter_job()
-seen = {"pool": sorted(os.sched_getaffinity(0)), "threads": torch.get_num_threads(), "omp": os.environ["OMP_NUM_THREADS"],
-        "inductor": os.environ["TORCHINDUCTOR_COMPILE_THREADS"]}
+seen = {"pool": sorted(os.sched_getaffinity(0)), "threads": torch.get_num_threads(),
+        "omp": os.environ["OMP_NUM_THREADS"], "inductor": os.environ["TORCHINDUCTOR_COMPILE_THREADS"]}
 with cpus.on_lane(0):
     seen["lane"] = sorted(os.sched_getaffinity(0))
     seen["lane_threads"] = torch.get_num_threads()

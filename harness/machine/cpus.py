@@ -147,12 +147,11 @@ def on_lane(device: int | None) -> Iterator[None]:
 
 
 def measuring_threads() -> int:
-    """Threads a CPU measurement runs on: its lane's cores under the launcher, else every core."""
+    """Threads a CPU measurement should run on: its lane's cores under the launcher, else 0 (the library
+    decides, as it would alone). For pools fixed when they are made (an ONNX Runtime session), which are made
+    in a CPU phase but run in the measurement."""
     placement = Placement.from_env()
-    job = os.environ.get("HARNESS_LEASE_JOB")
-    if placement is not None and job:
-        return len(placement.lanes[0])
-    return len(available())
+    return len(placement.lanes[0]) if placement is not None else 0
 
 
 def how_measured(threads: int | None = None) -> dict[str, float]:

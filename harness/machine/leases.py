@@ -399,8 +399,8 @@ def signals_deferred() -> Iterator[None]:
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-        for s in dict.fromkeys(caught):
-            signal.raise_signal(s)
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
 
 
 class _Calls:

@@ -158,7 +158,7 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
             pass
         end_group(proc)
         proc.join(5)
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        signum = getattr(exc, "signum", signal.SIGINT)  # Interrupted's, or SIGTERM's Terminated
         raise Interrupted(signum, partial) from None
     finally:
         recv.close()

@@ -87,10 +87,10 @@ def _timed_loop(prep, handle, r: RunnerConfig, sampler, x=None, meter: UsageMete
         def infer(_handle, _infer=prep.infer):
             return prep.to_numpy(_infer(prep.load_input(x)))
 
+    if THIS.timing is not None:  # an interrupt from now on waits (a moment) for what is timed
+        THIS.timing.set()
     _warmup(infer, handle, r)
     sync()
-    if THIS.timing is not None:  # an interrupt from now on waits for what was timed
-        THIS.timing.set()
     events = None
     if prep.cuda_stream is not None:
         import torch

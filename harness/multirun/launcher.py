@@ -115,18 +115,20 @@ def placement(launcher: Any, devices: int, cpu_workers: int, gpus: list[dict[str
                           bool(getattr(launcher, "pause", True)))
 
 
-def _worker_init(placement_env: str = "") -> None:
+def _worker_init(placement_env: str = "", output: str = "") -> None:
     """Ctrl-C reaches every worker; one running a job is interrupted (the job records itself
     KILLED), an idle one ignores it, starts no job after it and is ended by the pool's shutdown
     (raising there would print the pool's traceback, and a worker that dies breaks the pool for the
     running jobs). The worker dies with the launcher (``kill -9`` of it included), and runs on the
     CPU pool with its slot's threads before anything is imported."""
-    def on_sigint(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         _stopping.set()
         if THIS.busy:
-            raise KeyboardInterrupt
+            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    progress.write_to(output)  # on a terminal: through the launcher's display
     die_with_parent()
     if placement_env:
         os.environ[cpus.ENV_PLACEMENT] = placement_env
@@ -268,12 +270,12 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     results: list[Any] = []
     # with GPUs to choose from, each job gets a fresh worker: CUDA_VISIBLE_DEVICES counts only
     # before CUDA starts in a process, and runner.isolate=false measures in the worker itself
+    display = progress.SweepProgress(broker, len(configs), float(getattr(launcher, "progress_s", 30.0)))
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"),
-                               initializer=_worker_init, initargs=(place.to_env(),),
+                               initializer=_worker_init, initargs=(place.to_env(), display.output(sweep_dir)),
                                max_tasks_per_child=1 if len(gpus) > 1 else None)
     futures: list[Any] = []
     old_term = _sigterm_interrupts()
-    display = progress.SweepProgress(broker, len(configs), float(getattr(launcher, "progress_s", 30.0)))
     try:
         display.start()
         with _workers_ignore_ctrl_c():
@@ -343,9 +345,9 @@ def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], broker: leases.B
     for future in futures:
         future.cancel()
     procs = _workers(pool)
-    for proc in procs:  # Ctrl-C reached them already; `kill -INT` of this process alone did not
-        with contextlib.suppress(OSError):
-            os.kill(proc.pid, signal.SIGINT)
+    for proc in procs:  # Ctrl-C reached them already; `kill -INT` of this process alone did not. The signal
+        with contextlib.suppress(OSError):  # that came, so that the records name it
+            os.kill(proc.pid, signum)
     running = [f for f in futures if not f.cancelled()]
     # each job records itself KILLED: its measuring child gets 3 s to hand over what it timed
     _, stuck = wait(running, timeout=max(0.0, deadline - 3.0 - time.monotonic()))

@@ -6,9 +6,13 @@ block every ``interval_s`` seconds. The jobs report their phases to the lease br
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 STATE = {"measuring": "measuring", "cpu": "", "paused": "paused", "waiting for its device": "waiting for its device",
@@ -51,6 +55,20 @@ class SweepProgress:
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
         self.live: Any = None
+        self.fifo: Path | None = None
+        self.reader: int | None = None
+
+    def output(self, folder: Path) -> str:
+        """On a terminal, where the workers should write (a FIFO this display reads and prints above its lines,
+        which other processes writing to the terminal would tear); elsewhere nothing ("")."""
+        if not self.stream.isatty() or not hasattr(os, "mkfifo"):
+            return ""
+        self.fifo = folder / f".output-{os.getpid()}.fifo"
+        with contextlib.suppress(FileNotFoundError):
+            self.fifo.unlink()
+        os.mkfifo(self.fifo)
+        self.reader = os.open(self.fifo, os.O_RDWR | os.O_NONBLOCK)  # read-write: no end of file between writers
+        return str(self.fifo)
 
     def start(self) -> None:
         tty = self.stream.isatty()
@@ -73,11 +91,25 @@ class SweepProgress:
         if self.live is not None:
             from rich.text import Text
 
-            while not self.done.wait(0.5):
+            pending = b""
+            while not self.done.is_set():
+                if self.reader is None:
+                    self.done.wait(0.5)
+                elif select.select([self.reader], [], [], 0.5)[0]:
+                    pending = self._lines_from(self.reader, pending)
                 self.live.update(Text("\n".join(self._text()), no_wrap=True, overflow="ellipsis"))
             return
         while not self.done.wait(self.interval_s):
             print("\n".join(self._text()), file=self.stream, flush=True)
+
+    def _lines_from(self, fd: int, pending: bytes) -> bytes:
+        """Print the whole lines the workers wrote; returns the start of a line not yet ended."""
+        with contextlib.suppress(BlockingIOError):
+            pending += os.read(fd, 65536)
+        *done, pending = pending.split(b"\n")
+        for line in done:
+            self.print(line.decode(errors="replace"))
+        return pending
 
     def print(self, line: str) -> None:
         """A line above the display (or in the log)."""
@@ -94,3 +126,23 @@ class SweepProgress:
             self.thread.join(2)
         if self.live is not None:
             self.live.stop()
+        if self.reader is not None:  # what the workers wrote last
+            with contextlib.suppress(BlockingIOError, OSError):
+                rest = os.read(self.reader, 1 << 20).decode(errors="replace").rstrip("\n")
+                if rest:
+                    print(rest, file=self.stream, flush=True)
+            os.close(self.reader)
+            self.reader = None
+        if self.fifo is not None:
+            with contextlib.suppress(OSError):
+                self.fifo.unlink()
+
+
+def write_to(fifo: str) -> None:
+    """In a worker: its output, and its measuring child's, into the display's FIFO (:meth:`SweepProgress.output`)."""
+    if not fifo:
+        return
+    fd = os.open(fifo, os.O_WRONLY)
+    for std in (1, 2):
+        os.dup2(fd, std)
+    os.close(fd)

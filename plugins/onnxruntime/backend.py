@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.backend import Backend, BackendError, Model, Prepared
+from harness.machine.cpus import measuring_threads
 from harness.onnx_session import callables, output_to_numpy, session
 
 from .config import PROVIDERS, OnnxRuntimeConfig
@@ -55,8 +56,8 @@ class OnnxRuntimeBackend(Backend[OnnxRuntimeConfig]):
             onnx_model = to_float16(onnx_model)
 
         def build(cuda_graph: bool) -> tuple[Any, Any, Any]:
-            sess = session(onnx_model, name, precision, self.cfg.graph_optimization, self.cfg.intra_op_threads,
-                           cuda_graph, nhwc)
+            threads = self.cfg.intra_op_threads or measuring_threads()  # the lane's, under the load-aware launcher
+            sess = session(onnx_model, name, precision, self.cfg.graph_optimization, threads, cuda_graph, nhwc)
             return (sess, *callables(sess, batch, model.input_shape, cuda_graph))
 
         graph = provider == "cuda" and self.cfg.cuda_graph != "false"
