@@ -106,6 +106,25 @@ def test_a_measuring_job_pauses_the_cpu_phases_and_resumes_them():
             p.wait()
 
 
+def test_a_pause_past_its_limit_is_let_go_and_the_record_says_so():
+    """A job stopped while holding what the measurement waits for (a cache's file lock) must not hang both."""
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        broker = Broker(devices=1, cpu_workers=2, pause=True, pause_limit_s=0.5)
+        broker.start("a", "", worker.pid)
+        broker.start("b")
+        broker.enter_exclusive("b")
+        assert _state(worker.pid) == "T"
+        time.sleep(1.0)
+        assert _state(worker.pid) != "T" and broker.snapshot()["jobs"]["a"]["state"] == "cpu"
+        broker.leave_exclusive("b")
+        assert broker.stats("b")["cpu_jobs_beside"] == [1]
+    finally:
+        os.kill(worker.pid, signal.SIGCONT)
+        worker.kill()
+        worker.wait()
+
+
 def test_without_pause_the_record_says_how_many_jobs_computed_beside_the_measurement():
     broker = Broker(devices=1, cpu_workers=3)
     broker.start("a")

@@ -99,11 +99,17 @@ class Broker:
     for a slot held through a tuning job's long search and build phase left it (and its device)
     idle for minutes on the H100. Seed 003 names such a predictive scheduler as its next step."""
 
-    def __init__(self, devices: int, cpu_workers: int, short_phase_s: float = 1.0, pause: bool = False):
+    def __init__(self, devices: int, cpu_workers: int, short_phase_s: float = 1.0, pause: bool = False,
+                 pause_limit_s: float = 300.0):
         if devices < 1 or cpu_workers < 1:
             raise ValueError("a broker needs at least one device and one CPU worker")
         self.devices, self.cpu_workers, self.short_phase_s = devices, cpu_workers, short_phase_s
         self.pause = pause  # no CPU phase runs while a device measures: running ones are stopped, none starts
+        # a pause longer than this is let go (the CPU phases run beside the measurement, which its record says): a
+        # job stopped while holding a lock the measuring one waits for (a cache's file lock) must not hang both
+        self.pause_limit_s = pause_limit_s
+        self.pause_epoch = 0  # which device grant the pause in force belongs to
+        self.pause_lapsed = False
         self.t0 = time.monotonic()
         self.cond = threading.Condition()
         self.jobs: dict[str, JobLeases] = {}
@@ -202,13 +208,30 @@ class Broker:
             self.device_holder[j.device] = job
             j.holds_device, j.since = True, self._now()
             j.wait_s += j.since - asked
-            if self.pause:
+            if self._pausing():
+                self.pause_epoch += 1
                 for other in self.jobs.values():
                     if other.holds_cpu and not other.paused and other is not j:
                         other.paused, other.paused_since = True, self._now()
                         _signal_job(other, signal.SIGSTOP)
+                timer = threading.Timer(self.pause_limit_s, self._pause_expired, (self.pause_epoch,))
+                timer.daemon = True
+                timer.start()
             j.beside.append(self._cpu_running())
             return j.device
+
+    def _pausing(self) -> bool:
+        """Whether CPU phases stand now: the pause is on, a device measures, and it has not lapsed."""
+        return self.pause and not self.pause_lapsed and not self.stopped
+
+    def _pause_expired(self, epoch: int) -> None:
+        with self.cond:
+            if epoch == self.pause_epoch and any(self.device_holder):
+                self.pause_lapsed = True  # until no device measures
+                self._resume()
+                for holder in filter(None, self.device_holder):
+                    self.jobs[holder].beside[-1] = max(self.jobs[holder].beside[-1], self._cpu_running())
+                self.cond.notify_all()
 
     def leave_exclusive(self, job: str) -> None:
         with self.cond:
@@ -217,6 +240,7 @@ class Broker:
                 self._drop_device(job, j)
                 if not any(self.device_holder):
                     self._resume()
+                    self.pause_lapsed = False
                 self.cond.notify_all()
         self._take_cpu(job)
 
@@ -226,13 +250,13 @@ class Broker:
         with self.cond:
             j = self.jobs[job]
             if (j.last_cpu_s is not None and j.last_cpu_s < self.short_phase_s  # predicted short: no wait
-                    and not (self.pause and any(self.device_holder))):
+                    and not (self._pausing() and any(self.device_holder))):
                 self._took_cpu(j, short=True)
                 return True
             self.cpu_queue.append(job)
             asked = self._now()
             while not (self.cpu_queue[0] == job and self._cpu_in_use() < self.cpu_workers
-                       and not (self.pause and any(self.device_holder) and not self.stopped)):
+                       and not (self._pausing() and any(self.device_holder))):
                 if starting and self.stopped:  # not started yet: it never will
                     self.cpu_queue.remove(job)
                     del self.jobs[job]  # it never ran: not in the makespan
@@ -364,10 +388,10 @@ def _serve(server: Any) -> None:
         pass
 
 
-def serve(devices: int, cpu_workers: int, short_phase_s: float = 1.0, pause: bool = False
-          ) -> tuple[Broker, Any, str]:
+def serve(devices: int, cpu_workers: int, short_phase_s: float = 1.0, pause: bool = False,
+          pause_limit_s: float = 300.0) -> tuple[Broker, Any, str]:
     """Start a broker on loopback; returns (broker, manager to shut down, address for ENV_ADDRESS)."""
-    broker = Broker(devices, cpu_workers, short_phase_s, pause)
+    broker = Broker(devices, cpu_workers, short_phase_s, pause, pause_limit_s)
     key = os.urandom(16)
     _Server.register("broker", callable=lambda: broker)
     manager = _Server(address=("127.0.0.1", 0), authkey=key)

@@ -49,6 +49,7 @@ class LoadAwareLauncherConf:
     #: stop (SIGSTOP) the jobs in a CPU phase while a device measures, none starting meanwhile (the lanes alone
     #: left GPU timings noisy: BENCHMARKS.md, issue 55)
     pause: bool = True
+    pause_limit_s: float = 300.0  # a pause is let go after this long (a job stopped holding a lock the measurement needs)
     progress_s: float = 30.0  # the progress lines' interval where stderr is not a terminal (0: none)
 
 
@@ -257,7 +258,8 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     devices, cpu_workers, jobs = resolve(int(launcher.devices), int(launcher.cpu_workers), int(launcher.jobs), gpus)
     place = placement(launcher, devices, cpu_workers, gpus)
     threads = place.share
-    broker, server, address = leases.serve(devices, cpu_workers, float(launcher.short_phase_s), place.pause)
+    broker, server, address = leases.serve(devices, cpu_workers, float(launcher.short_phase_s), place.pause,
+                                           float(getattr(launcher, "pause_limit_s", 300.0)))
     log.info(f"Launching {len(job_overrides)} jobs load-aware: {jobs} at once, {cpu_workers} CPU worker(s) of "
              f"{threads} thread(s), {devices} device(s) measured by one job at a time")
     log.info(f"\t{place.describe()}")

@@ -21,10 +21,10 @@ ConfigStore.instance().store(group="hydra/launcher", name="loadaware", node=Load
 class LoadAwareLauncher(Launcher):
     def __init__(self, gpus: Any = "all", devices: int = 0, cpu_workers: int = 0, jobs: int = 0,
                  short_phase_s: float = 1.0, lane_cores: int = -1, pause: bool = True,
-                 progress_s: float = 30.0) -> None:
+                 pause_limit_s: float = 300.0, progress_s: float = 30.0) -> None:
         self.gpus = gpus
         self.devices, self.cpu_workers, self.jobs, self.short_phase_s = devices, cpu_workers, jobs, short_phase_s
-        self.lane_cores, self.pause, self.progress_s = lane_cores, pause, progress_s
+        self.lane_cores, self.pause, self.pause_limit_s, self.progress_s = lane_cores, pause, pause_limit_s, progress_s
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
