@@ -49,7 +49,7 @@ class LoadAwareLauncherConf:
     #: stop (SIGSTOP) the jobs in a CPU phase while a device measures, none starting meanwhile (the lanes alone
     #: left GPU timings noisy: BENCHMARKS.md, issue 55)
     pause: bool = True
-    pause_limit_s: float = 300.0  # a pause is let go after this long (a job stopped holding a lock the measurement needs)
+    pause_limit_s: float = 300.0  # a pause is let go after this long (a job stopped holding a lock the timing needs)
     progress_s: float = 30.0  # the progress lines' interval where stderr is not a terminal (0: none)
 
 
