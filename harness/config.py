@@ -275,4 +275,17 @@ def hydra_error_line(exc: BaseException) -> str:
     cause = exc.__cause__ or exc.__context__
     if cause is not None and str(cause).strip():
         line = f"{line}: {str(cause).strip().splitlines()[0]}"
+        line += _valid_keys(cause)
     return line
+
+
+def _valid_keys(cause: BaseException) -> str:
+    """``; valid keys: mode, compile_mode, ...`` (the closest first) for a key its config group does not have."""
+    cls, key = getattr(cause, "object_type", None), getattr(cause, "key", None)
+    if not isinstance(key, str) or not isinstance(cls, type) or not hasattr(cls, "__dataclass_fields__"):
+        return ""
+    import difflib
+
+    names = [f.name for f in fields(cls) if not f.name.startswith("_")]
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+    return f"; valid keys: {', '.join(close + [n for n in names if n not in close])}"

@@ -62,3 +62,9 @@ def test_the_vendor_max_autotune_preset_composes_to_its_label():
     assert (cfg.backend.compile_mode, cfg.backend.autotune_conv_backends, cfg.backend.autotune_gemm_backends) == (
         "max-autotune", "ATEN", "ATEN")
     assert PyTorchBackend.label_of(cfg.backend) == "TorchCompile-MA-Vendor"
+
+
+@pytest.mark.parametrize("override,first", [("backend.mdoe=x", "mode"), ("runner.min_tme_s=1", "min_time_s")])
+def test_a_typo_in_a_key_lists_the_groups_keys_closest_first(override, first):
+    with pytest.raises(ConfigError, match=rf"Key '\w+' not in '\w+'; valid keys: {first}, "):
+        compose([override])
