@@ -155,9 +155,12 @@ def measuring_threads() -> int:
 
 
 def how_measured(threads: int | None = None) -> dict[str, float]:
-    """What a measurement could use and shared: its cores, its threads, the load average now."""
+    """What a measurement could use and shared: its cores, its threads, the load average and the threads
+    runnable now (the load average lags by a minute: a CPU phase just ended is still in it)."""
     out: dict[str, float] = {"measure_cores": float(len(available())),
                              "load_avg_1m": float(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0.0}
+    with contextlib.suppress(OSError, ValueError, IndexError):  # threads runnable now, this one included
+        out["runnable"] = float(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
     torch = sys.modules.get("torch")
     if threads is None and torch is not None and hasattr(torch, "get_num_threads"):
         threads = int(torch.get_num_threads())

@@ -108,7 +108,7 @@ class Broker:
         # a pause longer than this is let go (the CPU phases run beside the measurement, which its record says): a
         # job stopped while holding a lock the measuring one waits for (a cache's file lock) must not hang both
         self.pause_limit_s = pause_limit_s
-        self.pause_epoch = 0  # which device grant the pause in force belongs to
+        self.pause_timer: threading.Timer | None = None  # lets the pause in force go at its limit
         self.pause_lapsed = False
         self.t0 = time.monotonic()
         self.cond = threading.Condition()
@@ -145,6 +145,13 @@ class Broker:
                 if j.paused:
                     _signal_job(j, signal.SIGSTOP)
 
+    def detach(self, job: str, group: int) -> None:
+        """A process group that no longer works for ``job`` (its measuring child ended): its number may be reused."""
+        with self.cond:
+            j = self.jobs.get(job)
+            if j is not None and group in j.groups:
+                j.groups.remove(group)
+
     def report(self, job: str, phase: str, done: float | None = None, eta_s: float | None = None) -> None:
         """What ``job`` is doing now, for the progress display."""
         with self.cond:
@@ -172,8 +179,8 @@ class Broker:
                 return {}
             if status or not j.status:
                 j.status = status or "ENDED"
-            if j.holds_device:
-                self._drop_device(job, j)
+            if j.holds_device:  # its measuring child died holding it (a timeout, a crash)
+                self._release_device(job, j)
             if j.holds_cpu:
                 self._drop_cpu(j)
             for q in self.device_queue:
@@ -209,14 +216,14 @@ class Broker:
             j.holds_device, j.since = True, self._now()
             j.wait_s += j.since - asked
             if self._pausing():
-                self.pause_epoch += 1
                 for other in self.jobs.values():
                     if other.holds_cpu and not other.paused and other is not j:
                         other.paused, other.paused_since = True, self._now()
                         _signal_job(other, signal.SIGSTOP)
-                timer = threading.Timer(self.pause_limit_s, self._pause_expired, (self.pause_epoch,))
-                timer.daemon = True
-                timer.start()
+                if self.pause_timer is None:  # a pause begins (devices measuring one after another keep it)
+                    self.pause_timer = threading.Timer(self.pause_limit_s, self._pause_expired)
+                    self.pause_timer.daemon = True
+                    self.pause_timer.start()
             j.beside.append(self._cpu_running())
             return j.device
 
@@ -224,25 +231,33 @@ class Broker:
         """Whether CPU phases stand now: the pause is on, a device measures, and it has not lapsed."""
         return self.pause and not self.pause_lapsed and not self.stopped
 
-    def _pause_expired(self, epoch: int) -> None:
+    def _pause_expired(self) -> None:
         with self.cond:
-            if epoch == self.pause_epoch and any(self.device_holder):
-                self.pause_lapsed = True  # until no device measures
-                self._resume()
-                for holder in filter(None, self.device_holder):
-                    self.jobs[holder].beside[-1] = max(self.jobs[holder].beside[-1], self._cpu_running())
-                self.cond.notify_all()
+            if self.pause_timer is None or not any(self.device_holder):
+                return
+            self.pause_lapsed = True  # until no device measures
+            self._resume()
+            for holder in filter(None, self.device_holder):
+                self.jobs[holder].beside[-1] = max(self.jobs[holder].beside[-1], self._cpu_running())
+            self.cond.notify_all()
 
     def leave_exclusive(self, job: str) -> None:
         with self.cond:
             j = self.jobs[job]
             if j.holds_device:
-                self._drop_device(job, j)
-                if not any(self.device_holder):
-                    self._resume()
-                    self.pause_lapsed = False
+                self._release_device(job, j)
                 self.cond.notify_all()
         self._take_cpu(job)
+
+    def _release_device(self, job: str, j: JobLeases) -> None:
+        """``job`` gives its device back; once no device measures, the paused jobs go on."""
+        self._drop_device(job, j)
+        if not any(self.device_holder):
+            self._resume()
+            self.pause_lapsed = False
+            if self.pause_timer is not None:
+                self.pause_timer.cancel()
+                self.pause_timer = None
 
     # -- internals (called with the condition held, except _take_cpu) -----------------------
     def _take_cpu(self, job: str, starting: bool = False) -> bool:
@@ -257,9 +272,10 @@ class Broker:
             asked = self._now()
             while not (self.cpu_queue[0] == job and self._cpu_in_use() < self.cpu_workers
                        and not (self._pausing() and any(self.device_holder))):
-                if starting and self.stopped:  # not started yet: it never will
+                if (self.stopped or j.ended is not None) and job in self.cpu_queue:  # no slot is worth waiting for
                     self.cpu_queue.remove(job)
-                    del self.jobs[job]  # it never ran: not in the makespan
+                    if starting and j.ended is None:  # not started yet: it never will
+                        del self.jobs[job]  # it never ran: not in the makespan
                     self.cond.notify_all()
                     return False
                 self.cond.wait()
@@ -287,10 +303,12 @@ class Broker:
                 self._unpause(j)
 
     def _unpause(self, j: JobLeases) -> None:
-        """Let ``j`` go on; the time it stood counts as waiting (its optimization cost leaves waits out)."""
+        """Let ``j`` go on; the time it stood counts as waiting (its optimization cost leaves waits out), not as
+        CPU work (nor as the CPU phase that predicts its next)."""
         stood = self._now() - j.paused_since
         j.paused_s += stood
         j.wait_s += stood
+        j.since += stood
         j.paused = False
         _signal_job(j, signal.SIGCONT)
 
@@ -458,11 +476,12 @@ def _client() -> Any | None:
 
 
 @contextlib.contextmanager
-def exclusive() -> Iterator[int | None]:
+def exclusive(lane: bool = True) -> Iterator[int | None]:
     """Work that needs the device to itself (timing). Under the load-aware launcher it waits
     for the job's device and holds it until the block ends, this process on the device's
-    measuring lane (:func:`cpus.on_lane`); elsewhere it does nothing. Nested blocks hold the one
-    lease; yields the device index (None outside the launcher)."""
+    measuring lane (:func:`cpus.on_lane`; ``lane=False``: on the CPU pool, for a hold whose work is
+    mostly CPU, an engine build or autotuning compile); elsewhere it does nothing. Nested blocks
+    hold the one lease; yields the device index (None outside the launcher)."""
     broker = _client()
     if broker is None:
         yield None
@@ -475,17 +494,17 @@ def exclusive() -> Iterator[int | None]:
         finally:
             _local["depth"] -= 1
         return
-    device = broker.enter_exclusive(job)
-    if device == STOPPED:
-        raise SweepStopped("the sweep was interrupted while this job waited for its device")
-    _local["device"] = device
-    _local["depth"] = 1
     try:
-        with cpus.on_lane(device):
+        device = broker.enter_exclusive(job)
+        if device == STOPPED:
+            raise SweepStopped("the sweep was interrupted while this job waited for its device")
+        _local["device"] = device
+        _local["depth"] = 1
+        with cpus.on_lane(device) if lane else contextlib.nullcontext():
             yield device
     finally:
         _local["depth"] = 0
-        broker.leave_exclusive(job)
+        broker.leave_exclusive(job)  # also where an interrupt came between the grant and the block
 
 
 def attach_group() -> None:
@@ -493,6 +512,14 @@ def attach_group() -> None:
     broker = _client()
     if broker is not None:
         broker.attach(os.environ[ENV_JOB], os.getpgid(0))
+
+
+def detach_group(group: int) -> None:
+    """The measuring child that led ``group`` has ended (called by its parent)."""
+    broker = _client()
+    if broker is not None:
+        with contextlib.suppress(Exception):
+            broker.detach(os.environ[ENV_JOB], group)
 
 
 def report(phase: str, done: float | None = None, eta_s: float | None = None, every_s: float = 1.0) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..lifecycle import THIS
+from ..machine.leases import detach_group
 
 
 @dataclass
@@ -163,3 +164,5 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
     finally:
         recv.close()
         end_group(proc)  # also what a finished child left behind (a worker pool it did not shut down)
+        if proc.pid is not None:
+            detach_group(proc.pid)  # the load-aware launcher pauses it no more: its number may be reused

@@ -155,7 +155,7 @@ def notes_on(metrics: dict[str, float], reason: str, r: RunnerConfig) -> list[st
         notes.append(f"tails left out ({metrics.get('samples', 0):.0f} samples): {', '.join(short)} "
                      f"(runner.min_iters={most} gets them)")
     if metrics.get("cpu_busy"):
-        notes.append(f"busy CPU: load average {metrics['load_avg_start']:.1f} on {metrics['measure_cores']:.0f} "
+        notes.append(f"busy CPU: {metrics['cpu_busy']:.0f} threads runnable on {metrics['measure_cores']:.0f} "
                      f"cores as measuring began: other work shared them")
     if metrics.get("throttled_samples_dropped", 0.0) > 0 or metrics.get("throttle_reasons_mask", 0.0) > 0:
         notes.append(f"throttled: {metrics.get('throttled_samples_dropped', 0.0):.0f} samples dropped "
@@ -257,7 +257,7 @@ def _prepare(spec: RunSpec, metrics: dict[str, float]) -> _Prepared:
     if device == "cuda":  # the process's device context: not the backend's optimization
         metrics["device_start_s"] = environment.start_cuda()
     # a backend that autotunes while preparing holds its device for it (load-aware launcher; no-op elsewhere)
-    hold = exclusive() if backend_cls.times_in_prepare else contextlib.nullcontext()
+    hold = exclusive(lane=False) if backend_cls.times_in_prepare else contextlib.nullcontext()  # its CPU work too
     with hold:
         waited = job_stats().get("wait_s", 0.0)  # the load-aware launcher's waits so far (none elsewhere)
         t = time.perf_counter()
@@ -329,10 +329,10 @@ def _time(spec: RunSpec, p: _Prepared, nvml: Any, clock_target_mhz: float,
             sampler.stop()
         meter.stop(len(host))
         after = cpus.how_measured()
-    metrics.update({k: v for k, v in before.items() if k != "load_avg_1m"})
+    metrics.update({k: v for k, v in before.items() if k not in ("load_avg_1m", "runnable")})
     metrics.update(load_avg_start=before["load_avg_1m"], load_avg_end=after["load_avg_1m"])
-    if spec.device == "cpu" and before["load_avg_1m"] > before["measure_cores"]:  # other work shares the CPU
-        metrics["cpu_busy"] = 1.0
+    if spec.device == "cpu" and before.get("runnable", 0) > before["measure_cores"]:  # other work shares the CPU
+        metrics["cpu_busy"] = before["runnable"]
     metrics.update(meter.metrics())
     if THIS.stopping():
         metrics["interrupted"] = 1.0  # the statistics below cover the samples taken until then

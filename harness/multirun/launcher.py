@@ -116,21 +116,25 @@ def placement(launcher: Any, devices: int, cpu_workers: int, gpus: list[dict[str
                           bool(getattr(launcher, "pause", True)))
 
 
-def _worker_init(placement_env: str = "", output: str = "") -> None:
-    """Ctrl-C reaches every worker; one running a job is interrupted (the job records itself
-    KILLED), an idle one ignores it, starts no job after it and is ended by the pool's shutdown
-    (raising there would print the pool's traceback, and a worker that dies breaks the pool for the
-    running jobs). The worker dies with the launcher (``kill -9`` of it included), and runs on the
-    CPU pool with its slot's threads before anything is imported."""
+def _worker_init(placement_env: str = "", output: str = "", launcher_pid: int = 0) -> None:
+    """Ctrl-C reaches every worker; one running a job is interrupted once (the job records itself
+    KILLED; the launcher's forwarded signal, which follows the terminal's, must not cut that short), an
+    idle one starts no job after it and is ended by the pool's shutdown (raising there would print the
+    pool's traceback, and a worker that dies breaks the pool for the running jobs). The worker dies with
+    the launcher (``kill -9`` of it included), and runs on the CPU pool with its slot's threads before
+    anything is imported. It starts with Ctrl-C blocked (:func:`_workers_hold_ctrl_c`): one that came
+    while it was importing is taken here, by the handler."""
     def on_signal(signum: int, frame: Any) -> None:
+        first = not _stopping.is_set()
         _stopping.set()
-        if THIS.busy:
+        if THIS.busy and first:
             raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
+    die_with_parent(launcher_pid)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     progress.write_to(output)  # on a terminal: through the launcher's display
-    die_with_parent()
     if placement_env:
         os.environ[cpus.ENV_PLACEMENT] = placement_env
     cpus.enter_job()
@@ -139,10 +143,10 @@ def _worker_init(placement_env: str = "", output: str = "") -> None:
 _stopping = threading.Event()  # in a worker: a Ctrl-C came, no job starts
 
 
-def die_with_parent() -> None:
-    """This process ends when its parent does: Linux's parent-death signal, and a watchdog thread
-    where the parent was gone before it was set (or the signal is not there)."""
-    parent = os.getppid()
+def die_with_parent(parent: int = 0) -> None:
+    """This process ends when its parent (``parent``, else the current one) does: Linux's parent-death
+    signal, and a watchdog thread where the parent was gone before it was set (or the signal is not there)."""
+    parent = parent or os.getppid()
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
@@ -274,13 +278,14 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
     # before CUDA starts in a process, and runner.isolate=false measures in the worker itself
     display = progress.SweepProgress(broker, len(configs), float(getattr(launcher, "progress_s", 30.0)))
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(configs)) or 1, mp_context=mp.get_context("spawn"),
-                               initializer=_worker_init, initargs=(place.to_env(), display.output(sweep_dir)),
+                               initializer=_worker_init,
+                               initargs=(place.to_env(), display.output(sweep_dir), os.getpid()),
                                max_tasks_per_child=1 if len(gpus) > 1 else None)
     futures: list[Any] = []
     old_term = _sigterm_interrupts()
     try:
         display.start()
-        with _workers_ignore_ctrl_c():
+        with _workers_hold_ctrl_c():
             futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
                                    {**env, leases.ENV_JOB: f"job{idx}"}, devices, gpus, label)
                        for idx, cfg, label in configs]
@@ -293,8 +298,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             except SystemExit:  # the job was interrupted in its worker and recorded KILLED there
                 raise KeyboardInterrupt from None
         pool.shutdown()
-    except KeyboardInterrupt as exc:
-        display.stop()
+    except KeyboardInterrupt as exc:  # the display goes on (and takes the jobs' last lines) until the end
         _interrupted(pool, futures, broker, getattr(exc, "signum", signal.SIGINT))
     finally:
         display.stop()
@@ -309,18 +313,16 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
 
 
 @contextlib.contextmanager
-def _workers_ignore_ctrl_c() -> Any:
-    """The workers started in the block (the pool starts them at the first submit) ignore Ctrl-C until their
-    initializer has its handler in place: a Ctrl-C while one was still importing printed its traceback. (An
-    ignored signal stays ignored across exec; a handler does not.)"""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _workers_hold_ctrl_c() -> Any:
+    """The workers started in the block (the pool starts them at the submits, and replacements from its
+    manager thread, which starts here too) begin with Ctrl-C blocked until their initializer has its
+    handler: one that came while a worker was still importing printed its traceback. A blocked signal
+    stays blocked across exec, and stays pending, so a Ctrl-C in this window is not lost either."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _sigterm_interrupts() -> Any:

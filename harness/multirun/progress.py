@@ -61,14 +61,18 @@ class SweepProgress:
     def output(self, folder: Path) -> str:
         """On a terminal, where the workers should write (a FIFO this display reads and prints above its lines,
         which other processes writing to the terminal would tear); elsewhere nothing ("")."""
-        if not self.stream.isatty() or not hasattr(os, "mkfifo"):
+        if not (self.stream.isatty() and sys.stdout.isatty()) or not hasattr(os, "mkfifo"):
+            return ""  # output sent to a file stays there
+        fifo = folder / f".output-{os.getpid()}.fifo"
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                fifo.unlink()
+            os.mkfifo(fifo)
+            self.reader = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # read-write: no end of file between writers
+        except OSError:  # a file system without FIFOs: the workers write to the terminal themselves
             return ""
-        self.fifo = folder / f".output-{os.getpid()}.fifo"
-        with contextlib.suppress(FileNotFoundError):
-            self.fifo.unlink()
-        os.mkfifo(self.fifo)
-        self.reader = os.open(self.fifo, os.O_RDWR | os.O_NONBLOCK)  # read-write: no end of file between writers
-        return str(self.fifo)
+        self.fifo = fifo
+        return str(fifo)
 
     def start(self) -> None:
         tty = self.stream.isatty()
@@ -93,11 +97,14 @@ class SweepProgress:
 
             pending = b""
             while not self.done.is_set():
-                if self.reader is None:
+                try:  # this thread must go on: the workers' writes stall once the FIFO is full
+                    if self.reader is None:
+                        self.done.wait(0.5)
+                    elif select.select([self.reader], [], [], 0.5)[0]:
+                        pending = self._lines_from(self.reader, pending)
+                    self.live.update(Text("\n".join(self._text()), no_wrap=True, overflow="ellipsis"))
+                except Exception:  # noqa: BLE001 - a failed redraw (the broker gone at the end) is skipped
                     self.done.wait(0.5)
-                elif select.select([self.reader], [], [], 0.5)[0]:
-                    pending = self._lines_from(self.reader, pending)
-                self.live.update(Text("\n".join(self._text()), no_wrap=True, overflow="ellipsis"))
             return
         while not self.done.wait(self.interval_s):
             print("\n".join(self._text()), file=self.stream, flush=True)
@@ -142,7 +149,11 @@ def write_to(fifo: str) -> None:
     """In a worker: its output, and its measuring child's, into the display's FIFO (:meth:`SweepProgress.output`)."""
     if not fifo:
         return
-    fd = os.open(fifo, os.O_WRONLY)
+    try:  # no reader (the launcher is gone): the open fails rather than waits
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    os.set_blocking(fd, True)
     for std in (1, 2):
         os.dup2(fd, std)
     os.close(fd)
