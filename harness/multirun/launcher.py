@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ios_core.progress import send_to
+
 from ..config import ConfigError
 from ..interrupts import Terminated
 from ..lifecycle import THIS
@@ -189,8 +191,6 @@ def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleto
                 sweep_config.device.index = 0
             elif devices > 1:  # device slots without GPUs named: the job's device index
                 sweep_config.device.index = device
-        from ios_core.progress import send_to
-
         send_to(leases.report)
         ret = run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_config,
                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
@@ -289,14 +289,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             futures = [pool.submit(_run_job, context, launcher.task_function, cfg, state, f"job{idx}",
                                    {**env, leases.ENV_JOB: f"job{idx}"}, devices, gpus, label)
                        for idx, cfg, label in configs]
-        for (idx, _, _), future in zip(configs, futures):
-            try:
-                results.append(future.result())
-            except Exception as exc:  # the worker died (kill -9, out of memory): the sweep goes on
-                broker.finish(f"job{idx}", "FAILED")
-                display.print(f"job #{idx} ended without a result: {type(exc).__name__}: {exc}")
-            except SystemExit:  # the job was interrupted in its worker and recorded KILLED there
-                raise KeyboardInterrupt from None
+        results = _collect([idx for idx, _, _ in configs], futures, broker, display)
         pool.shutdown()
     except KeyboardInterrupt as exc:  # the display goes on (and takes the jobs' last lines) until the end
         _interrupted(pool, futures, broker, getattr(exc, "signum", signal.SIGINT))
@@ -309,6 +302,21 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         server.stop_event.set()
     log.info(leases.summary_line(summary))
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    return results
+
+
+def _collect(indexes: list[int], futures: list[Any], broker: leases.Broker, display: progress.SweepProgress
+             ) -> list[Any]:
+    """The jobs' returns, in order; a worker that died (kill -9, out of memory) fails its job, not the sweep."""
+    results = []
+    for idx, future in zip(indexes, futures):
+        try:
+            results.append(future.result())
+        except Exception as exc:
+            broker.finish(f"job{idx}", "FAILED")
+            display.print(f"job #{idx} ended without a result: {type(exc).__name__}: {exc}")
+        except SystemExit:  # the job was interrupted in its worker and recorded KILLED there
+            raise KeyboardInterrupt from None
     return results
 
 
