@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 from omegaconf import MISSING, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue
 
 from ios_core.errors import UserError
 
@@ -282,7 +282,8 @@ def hydra_error_line(exc: BaseException) -> str:
 def _valid_keys(cause: BaseException) -> str:
     """``; valid keys: mode, compile_mode, ...`` (the closest first) for a key its config group does not have."""
     cls, key = getattr(cause, "object_type", None), getattr(cause, "key", None)
-    if not isinstance(key, str) or not isinstance(cls, type) or not hasattr(cls, "__dataclass_fields__"):
+    if not isinstance(cause, (ConfigAttributeError, ConfigKeyError)) or not isinstance(key, str) \
+            or not isinstance(cls, type) or not hasattr(cls, "__dataclass_fields__"):
         return ""
     import difflib
 
