@@ -30,7 +30,8 @@ def _while_starting(signum: int, frame: Any) -> NoReturn:
     raise SystemExit(128 + signum)
 
 
-def _terminated(signum: int, frame: Any) -> NoReturn:
+def raise_terminated(signum: int, frame: Any) -> NoReturn:
+    """SIGTERM's handler wherever it is taken as Ctrl-C (the CLI, the load-aware launcher)."""
     raise Terminated
 
 
@@ -55,7 +56,7 @@ def started() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _while_starting):
-        signal.signal(signal.SIGTERM, _terminated)
+        signal.signal(signal.SIGTERM, raise_terminated)
 
 
 def outside_a_run(sweep: Any = None, signum: int = signal.SIGINT) -> NoReturn:

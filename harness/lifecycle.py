@@ -47,7 +47,7 @@ class Process:
     sweep: Sweep | None = None  # the sweep this process started last
     failures: list[str] = field(default_factory=list)  # jobs run in this process that failed
     stop: Any = None  # in a measuring child: its parent's event asking it to stop timing
-    timing: Any = None  # in a measuring child: the event it sets when its timed loop begins
+    timing: Any = None  # in a measuring child: the event it sets when its warm-up and timed loop begin
     busy: bool = False  # a load-aware worker runs a job now (a Ctrl-C interrupts it then)
 
     def failed(self) -> int:

@@ -74,7 +74,7 @@ def quality_flags(tags: dict[str, str], metrics: dict[str, float]) -> list[str]:
     """Short flags a table puts beside a number: ``noisy`` (the measurement said so: CV over 10% or
     a CI over 2%), ``capped`` (a time or iteration cap stopped it before its CI target),
     ``interrupted``, and what it shared: ``beside N CPU jobs`` (the load-aware launcher's CPU phases ran
-    while it timed), ``busy CPU`` (a CPU timing began with more load than cores). Failed jobs have no
+    while it timed), ``busy CPU`` (a CPU timing began with more threads runnable than cores). Failed jobs have no
     number and show why instead."""
     flags = []
     if str(tags.get("noisy", "")).lower() == "true":
@@ -87,7 +87,7 @@ def quality_flags(tags: dict[str, str], metrics: dict[str, float]) -> list[str]:
     beside = metrics.get("launcher_cpu_jobs_beside", 0)
     if beside:  # the load-aware launcher let other jobs compute while it timed (hydra.launcher.pause=false)
         flags.append(f"beside {beside:.0f} CPU job{'s' if beside > 1 else ''}")
-    if metrics.get("cpu_busy"):  # a CPU timing began with more load than cores
+    if metrics.get("cpu_busy"):  # a CPU timing began with more threads runnable than cores
         flags.append("busy CPU")
     return flags
 

@@ -66,10 +66,7 @@ class Progress:
             return
         now = time.perf_counter()
         if _sink:
-            frac = self.done / self.total if self.total else None
-            elapsed = now - self.t0
-            left = elapsed * (1 - frac) / frac if frac and 0.02 < frac < 1 else None
-            _sink[0](self.desc, frac, left)
+            _sink[0](self.desc, self.done / self.total if self.total else None, self._left())
             return
         if self.bar is not None:
             if now - self.last > 0.5 or force:
@@ -81,10 +78,15 @@ class Progress:
             self.shown = self.done
             print(self.line(), file=self.stream, flush=True)
 
+    def _left(self) -> float | None:
+        """Seconds left at the pace so far, once a little is done (None before, and when done)."""
+        frac = self.done / self.total if self.total else 0.0
+        return (time.perf_counter() - self.t0) * (1 - frac) / frac if 0.02 < frac < 1 else None
+
     def line(self) -> str:
         elapsed = time.perf_counter() - self.t0
         frac = self.done / self.total if self.total else 0.0
-        left = f", ~{elapsed * (1 - frac) / frac:.0f} s left" if 0.02 < frac < 1 else ""
+        left = f", ~{eta:.0f} s left" if (eta := self._left()) is not None else ""
         extra = "".join(f", {v} {k}" for k, v in self.counters.items())
         done = f"{100 * frac:.0f}%"
         if self.counts:

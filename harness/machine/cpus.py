@@ -154,7 +154,7 @@ def measuring_threads() -> int:
     return len(placement.lanes[0]) if placement is not None else 0
 
 
-def how_measured(threads: int | None = None) -> dict[str, float]:
+def how_measured() -> dict[str, float]:
     """What a measurement could use and shared: its cores, its threads, the load average and the threads
     runnable now (the load average lags by a minute: a CPU phase just ended is still in it)."""
     out: dict[str, float] = {"measure_cores": float(len(available())),
@@ -162,8 +162,6 @@ def how_measured(threads: int | None = None) -> dict[str, float]:
     with contextlib.suppress(OSError, ValueError, IndexError):  # threads runnable now, this one included
         out["runnable"] = float(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
     torch = sys.modules.get("torch")
-    if threads is None and torch is not None and hasattr(torch, "get_num_threads"):
-        threads = int(torch.get_num_threads())
-    if threads is not None:
-        out["measure_threads"] = float(threads)
+    if torch is not None and hasattr(torch, "get_num_threads"):
+        out["measure_threads"] = float(torch.get_num_threads())
     return out

@@ -42,8 +42,8 @@ class SweepStopped(RuntimeError):
 
 
 def cores() -> int:
-    """The cores this process may run on."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    """How many cores this process may run on."""
+    return max(1, len(cpus.available()))
 
 
 def cpu_share() -> int | None:

@@ -39,10 +39,12 @@ class Interrupted(BaseException):
         self.partial = partial
 
 
-def _die_with_parent() -> None:
-    """The measuring child must not outlive its parent (kill -9 of the harness included):
-    Linux's parent-death signal where available, and a watchdog thread everywhere."""
-    parent = os.getppid()
+def die_with_parent(parent: int = 0) -> None:
+    """This process must not outlive its parent (``parent``, else the current one; kill -9 of the
+    harness included): Linux's parent-death signal where available, and a watchdog thread everywhere
+    (also where the parent was gone before the signal was set). The measuring child and the load-aware
+    launcher's workers call it."""
+    parent = parent or os.getppid()
     try:
         import ctypes
 
@@ -65,7 +67,7 @@ def _child(conn, job: bytes, stop=None, timing=None) -> None:
     THIS.stop = stop  # the parent asks it to stop timing and report what it has
     THIS.timing = timing  # set once it times: before that an interrupt ends it at once
     os.setpgid(0, 0)  # its own process group: what it starts (compile workers, tuning builds) ends with it
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the child itself
     try:
         fn, arg = pickle.loads(job)

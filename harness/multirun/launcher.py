@@ -17,17 +17,18 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ios_core.progress import send_to
 
 from ..config import ConfigError
-from ..interrupts import Terminated
+from ..interrupts import Terminated, raise_terminated
 from ..lifecycle import THIS
 from ..machine import cpus, leases
 from ..machine.clocks import load_nvml, nvml_text, visible_gpus
+from ..measure.isolation import die_with_parent
 from . import progress
 
 log = logging.getLogger(__name__)
@@ -111,10 +112,8 @@ def find_gpus(spec: Any, device_type: str, limit: int = 0, nvml: Any = None) -> 
 
 def placement(launcher: Any, devices: int, cpu_workers: int, gpus: list[dict[str, Any]]) -> cpus.Placement:
     """The sweep's partition of the cores (:mod:`harness.machine.cpus`) from the launcher's settings."""
-    lane = int(getattr(launcher, "lane_cores", -1))
-    if lane < 0:
-        lane = 2 if gpus else 0
-    return cpus.partition(cpus.available(), devices, lane if gpus else 0, cpu_workers,
+    lane = int(getattr(launcher, "lane_cores", -1)) if gpus else 0  # a CPU sweep measures on every core
+    return cpus.partition(cpus.available(), devices, 2 if lane < 0 else lane, cpu_workers,
                           bool(getattr(launcher, "pause", True)))
 
 
@@ -143,22 +142,6 @@ def _worker_init(placement_env: str = "", output: str = "", launcher_pid: int = 
 
 
 _stopping = threading.Event()  # in a worker: a Ctrl-C came, no job starts
-
-
-def die_with_parent(parent: int = 0) -> None:
-    """This process ends when its parent (``parent``, else the current one) does: Linux's parent-death
-    signal, and a watchdog thread where the parent was gone before it was set (or the signal is not there)."""
-    parent = parent or os.getppid()
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-    threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
 
 
 def _run_job(hydra_context: Any, task_function: Any, sweep_config: Any, singleton_state: Any, job: str,
@@ -297,7 +280,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         display.stop()
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
-        summary = {**broker.summary(), "gpus": gpus, "placement": json.loads(place.to_env())}
+        summary = {**broker.summary(), "gpus": gpus, "placement": asdict(place)}
         (sweep_dir / leases.SUMMARY_FILE).write_text(json.dumps(summary, indent=1))
         server.stop_event.set()
     log.info(leases.summary_line(summary))
@@ -338,10 +321,7 @@ def _sigterm_interrupts() -> Any:
     if threading.current_thread() is not threading.main_thread():
         return None
 
-    def on_term(signum: int, frame: Any) -> None:
-        raise Terminated
-
-    return signal.signal(signal.SIGTERM, on_term)
+    return signal.signal(signal.SIGTERM, raise_terminated)
 
 
 def _interrupted(pool: ProcessPoolExecutor, futures: list[Any], broker: leases.Broker,
