@@ -134,9 +134,13 @@ class RunnerConfig:
     # measure the job this many times, each in a fresh measuring process (preparation included, as a user would
     # restart): the headline is the median of the processes' medians with its CI between processes
     processes: int = 1
+    # a GPU's timed loop runs on this many cores of its own (the last ones), every thread of the measuring
+    # process moved there for the loop, as the load-aware launcher's lanes do (hydra.launcher.lane_cores): the
+    # same conditions in a single run and in a sweep. 0 leaves the process where it is; a CPU run uses every core
+    lane_cores: int = 2
 
     def __post_init__(self) -> None:
-        at_least("runner.", self, 0, "warmup_iters", "min_iters", "max_iters", "check_samples")
+        at_least("runner.", self, 0, "warmup_iters", "min_iters", "max_iters", "check_samples", "lane_cores")
         at_least("runner.", self, 1, "processes")
         if self.processes > 1 and not self.isolate:
             raise ConfigError(f"runner.processes={self.processes} measures in fresh processes: it needs "

@@ -69,6 +69,23 @@ def test_outside_the_launcher_nothing_is_pinned(monkeypatch):
         assert cpus.available() == before
 
 
+@MULTICORE
+def test_a_gpu_measured_alone_times_on_a_lane_and_comes_back(monkeypatch):
+    """Outside the launcher a GPU's timed loop runs on the last ``runner.lane_cores`` cores, as in a sweep;
+    a CPU measurement and ``lane_cores=0`` stay on every core."""
+    import torch
+    monkeypatch.delenv(cpus.ENV_PLACEMENT, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    cores, threads = cpus.available(), torch.get_num_threads()
+    with cpus.alone_on_lane("cuda", 1):
+        assert cpus.available() == cores[-1:] and torch.get_num_threads() == 1
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+    assert cpus.available() == cores and torch.get_num_threads() == threads and os.environ["OMP_NUM_THREADS"] == "7"
+    for device, lane in (("cpu", 1), ("cuda", 0)):
+        with cpus.alone_on_lane(device, lane):
+            assert cpus.available() == cores
+
+
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]

@@ -146,6 +146,35 @@ def on_lane(device: int | None) -> Iterator[None]:
         size_threads(placement.share)
 
 
+@contextlib.contextmanager
+def alone_on_lane(device: str, lane_cores: int) -> Iterator[None]:
+    """A GPU measured outside the launcher: this process on the last ``lane_cores`` cores for the block (every
+    thread, the pools sized to them), where the launcher would have put its lane, so that a job measures
+    under the same conditions alone and in a sweep. Nothing under the launcher (its lanes do it), for a CPU
+    measurement (its work is the CPU's) or where the machine has too few cores to set any apart."""
+    cores = available()
+    lane = cores[len(cores) - lane_cores:] if 0 < lane_cores < len(cores) else ()
+    if not lane or device == "cpu" or Placement.from_env() is not None:
+        yield
+        return
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None and hasattr(torch, "get_num_threads") else 0
+    saved = {name: os.environ.get(name) for name in THREAD_ENV}
+    pin(lane)
+    size_threads(len(lane))
+    try:
+        yield
+    finally:
+        pin(cores)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if threads:
+            torch.set_num_threads(threads)
+
+
 def measuring_threads() -> int:
     """Threads a CPU measurement should run on: its lane's cores under the launcher, else 0 (the library
     decides, as it would alone). For pools fixed when they are made (an ONNX Runtime session), which are made

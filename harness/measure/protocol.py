@@ -318,7 +318,8 @@ def _time(spec: RunSpec, p: _Prepared, nvml: Any, clock_target_mhz: float,
     """The timed loop with clock sampling; samples taken below a locked clock are dropped before
     the statistics. Returns (host ms, GPU ms, why the loop stopped)."""
     cfg, r = spec.cfg, spec.cfg.runner
-    with exclusive():  # under the load-aware launcher: the device to itself while timing
+    # under the load-aware launcher: the device to itself, on its lane, while timing; alone: on a lane too
+    with exclusive(), cpus.alone_on_lane(spec.device, r.lane_cores):
         nvml_gpu = nvml_index(nvml, cfg.device.index)
         sampler = ClockSampler(nvml, nvml_gpu, cfg.device.sample_interval_ms / 1e3).start()
         meter = UsageMeter(spec.device, nvml, nvml_gpu, p.prep.memory_stats)
