@@ -22,6 +22,7 @@ from ios_core.models import MODELS
 
 from .backend import BackendError
 from .config import ConfigError, conf_dir, hydra_error_line
+from .install import fit
 from .interrupts import outside_a_run, started
 from .job import run
 from .lifecycle import THIS
@@ -38,13 +39,14 @@ GROUPS = ("model", "backend", "device", "runner", "tracking", "experiment")
 
 def _print_backends() -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="harness backends")
     for col in ("backend", "devices", "status", "install", "ran on a GPU", "runs"):
         table.add_column(col)
-    for row in backend_table():
-        table.add_row(*row)
+    for row in backend_table():  # text, not markup: "pip install -e '.[onnx]'" keeps its brackets
+        table.add_row(*(escape(cell) for cell in row))
     Console().print(table)
 
 
@@ -72,7 +74,7 @@ def _task(cfg: Any) -> str:
     except UserError as exc:  # bad input of any kind: one line, exit 2
         if os.environ.get("HARNESS_DEBUG"):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {fit(str(exc))}", file=sys.stderr)
         if sweep is None or isinstance(exc, StoreError):  # a single run; a store to fix first (records kept)
             sys.exit(2)
         # one bad combination does not end the sweep: it is recorded FAILED
@@ -177,7 +179,7 @@ def _main(argv: list[str] | None) -> None:
     except UserError as exc:  # a plugin that cannot be loaded, a zoo that is not installed
         if os.environ.get("HARNESS_DEBUG"):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {fit(str(exc))}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *argv]
     app = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")(_task)

@@ -138,6 +138,9 @@ class RunnerConfig:
     # process moved there for the loop, as the load-aware launcher's lanes do (hydra.launcher.lane_cores): the
     # same conditions in a single run and in a sweep. 0 leaves the process where it is; a CPU run uses every core
     lane_cores: int = 2
+    #: a smoke test (runner=quick): its numbers say the backend runs, not how fast; tables flag it "smoke" and
+    #: never print a speed-up or GeoMean from it (a run with fewer than 6 samples, too few for a CI, is one too)
+    smoke: bool = False
 
     def __post_init__(self) -> None:
         at_least("runner.", self, 0, "warmup_iters", "min_iters", "max_iters", "check_samples", "lane_cores")

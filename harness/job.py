@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from .config import ClockLockMode, ConfigError, conf_dir, hydra_error_line
 from .machine.clocks import ClockLock, load_nvml, nvml_index
 from .machine.leases import ENV_JOB, job_stats
-from .machine.usage import peak_memory_mb, usage_text
+from .machine.usage import peak_memory_mb, usage_heading, usage_text
 from .measure import repeats
 from .measure.isolation import Interrupted, Outcome, run_inline, run_isolated
 from .measure.protocol import measure
@@ -147,7 +147,7 @@ def _take_outcome(record: Record, spec: RunSpec, outcome: Outcome, interrupted: 
                             res.metrics["latency_median_ms"])
         m = res.metrics
         usage = usage_text(peak_memory_mb(m), m.get("energy_per_inference_mj"))
-        line += f" | Memory, energy: {usage}" if usage != "-" else ""
+        line += f" | {usage_heading(m)}: {usage}" if usage != "-" else ""
         record.notes = list(res.notes)
         line += "".join(f" | {note}" for note in record.notes)  # why it stopped early, noise, throttling
     else:

@@ -17,6 +17,8 @@ from .backend import Backend, BackendError
 from .config import BenchConfig
 from .help import template
 from .hookspecs import PROJECT
+from .install import fit
+from .machine.clocks import load_nvml, visible_gpus
 
 ENTRY_POINT_GROUP = "harness.backends"
 
@@ -154,7 +156,7 @@ def backend_table() -> list[tuple[str, str, str, str, str, str]]:
             except Exception as exc:  # a broken install
                 why = f"{type(exc).__name__}: {exc}"
             status = f"not ready: {why}" if why else f"ready ({', '.join(usable)})"
-        install = cls.install or (f"pip install -e '.[{cls.extra}]'" if cls.extra else "(core)")
+        install = fit(cls.install or (f"pip install -e '.[{cls.extra}]'" if cls.extra else "(core)"))
         gpu = cls.gpu_run or ("fakes only" if "cuda" in cls.devices else "-")
         rows.append((name, ",".join(cls.devices), status, install, gpu, cls.runs))
     rows += [(name, "-", f"broken: {b.reason}", "-", "-", "its plugin did not load")
@@ -176,6 +178,12 @@ def check_runnable(backend: str | type[Backend], device: str, ready: bool = True
 
 
 def available_devices() -> list[str]:
+    """The devices a run could use here. Without an NVIDIA GPU (NVML finds none, or ``CUDA_VISIBLE_DEVICES``
+    hides them all) that is the CPU, said without importing torch, so ``--list-backends`` answers at once;
+    with one, torch (the CUDA build, a driver it accepts) has the last word."""
+    nvml = load_nvml()
+    if nvml is None or int(nvml.nvmlDeviceGetCount()) == 0 or visible_gpus() == []:
+        return ["cpu"]
     try:
         import torch
 

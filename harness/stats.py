@@ -1,11 +1,19 @@
 """Latency statistics: median headline, tails gated by sample count, a distribution-free
-95% confidence interval of the median, Tukey outliers counted but never dropped."""
+95% confidence interval of the median (exact, from the binomial's order statistics), Tukey outliers
+counted but never dropped; a ratio's interval on the log scale (asymmetric, never negative)."""
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
+from scipy import stats as sps
+
+CONFIDENCE = 0.95
+#: the fewest samples whose order statistics bound the median at 95% (min..max of 6 covers 96.9%; of 5, 93.8%):
+#: a run with fewer has no CI and is a smoke test, never a side of a printed speed-up
+MIN_CI_SAMPLES = 6
 
 P90_MIN_SAMPLES = 64
 P99_MIN_SAMPLES = 662
@@ -21,23 +29,24 @@ def percentile_name(p: float) -> str:
     return f"latency_p{float(p):g}_ms".replace(".", "_")
 
 
-def median_ci(samples: np.ndarray, z: float = 1.96) -> tuple[float, float]:
-    """95% CI of the median from order statistics (normal approximation of the
-    binomial): ranks n/2 -+ z*sqrt(n)/2."""
+def median_ci(samples: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The exact distribution-free CI of the median: the order statistics whose ranks Binomial(n, 1/2)
+    puts ``confidence`` between (coverage at least ``confidence``); NaN for fewer than
+    :data:`MIN_CI_SAMPLES` samples, whose min..max covers less."""
     x = np.sort(np.asarray(samples, dtype=np.float64))
     n = len(x)
-    if n == 0:
+    if n < MIN_CI_SAMPLES:
         return (math.nan, math.nan)
-    half = z * math.sqrt(n) / 2
-    lo = max(int(math.floor(n / 2 - half)), 0)
-    hi = min(int(math.ceil(n / 2 + half)), n - 1)
-    return float(x[lo]), float(x[hi])
+    k = int(sps.binom.ppf((1 - confidence) / 2, n, 0.5))  # P(B <= k - 1) < alpha/2: ranks k and n - k + 1
+    k = max(k, 1)
+    return float(x[k - 1]), float(x[n - k])
 
 
 def ci_rel_halfwidth(samples: np.ndarray) -> float:
+    """The median's CI half-width relative to it; infinite where there is none (too few samples)."""
     lo, hi = median_ci(samples)
     med = float(np.median(samples))
-    return (hi - lo) / 2 / med if med > 0 else math.inf
+    return (hi - lo) / 2 / med if med > 0 and math.isfinite(lo) else math.inf
 
 
 def summarize(samples_ms: np.ndarray, batch: int, percentiles: tuple[float, ...] = (90.0, 99.0)) -> dict[str, float]:
@@ -54,10 +63,12 @@ def summarize(samples_ms: np.ndarray, batch: int, percentiles: tuple[float, ...]
     out = {
         "latency_median_ms": med, "latency_mean_ms": float(x.mean()), "latency_min_ms": float(x.min()),
         "latency_max_ms": float(x.max()), "latency_std_ms": float(x.std(ddof=1)) if n > 1 else 0.0,
-        "latency_ci_low_ms": lo, "latency_ci_high_ms": hi, "latency_iqr_ms": float(iqr),
+        "latency_iqr_ms": float(iqr),
         "samples": float(n), "outliers": float(np.sum((x < q1 - 1.5 * iqr) | (x > q3 + 1.5 * iqr))),
         "throughput_ips": batch / (med / 1000.0) if med > 0 else math.inf,
     }
+    if math.isfinite(lo):  # too few samples: no interval at all, rather than a number that is not one
+        out.update(latency_ci_low_ms=lo, latency_ci_high_ms=hi)
     out["latency_cv"] = out["latency_std_ms"] / out["latency_mean_ms"] if out["latency_mean_ms"] > 0 else 0.0
     for p in percentiles:
         if n >= min_samples(p):
@@ -70,13 +81,22 @@ def missing_percentiles(n: int, percentiles: tuple[float, ...]) -> list[str]:
     return [f"p{float(p):g} needs {min_samples(p)}" for p in percentiles if n < min_samples(p)]
 
 
+def is_smoke(tags: dict[str, str], metrics: dict[str, float]) -> bool:
+    """A smoke test: run with ``runner.smoke`` (``runner=quick``) or with too few samples for a CI. Its number
+    says the backend runs; it is never a side of a speed-up or in a GeoMean."""
+    samples = metrics.get("samples")
+    return str(tags.get("smoke", "")).lower() == "true" or (samples is not None and samples < MIN_CI_SAMPLES)
+
+
 def quality_flags(tags: dict[str, str], metrics: dict[str, float]) -> list[str]:
-    """Short flags a table puts beside a number: ``noisy`` (the measurement said so: CV over 10% or
-    a CI over 2%), ``capped`` (a time or iteration cap stopped it before its CI target),
+    """Short flags a table puts beside a number: ``smoke`` (:func:`is_smoke`), ``noisy`` (the measurement said
+    so: CV over 10% or a CI over 2%), ``capped`` (a time or iteration cap stopped it before its CI target),
     ``interrupted``, and what it shared: ``beside N CPU jobs`` (the load-aware launcher's CPU phases ran
     while it timed), ``busy CPU`` (a CPU timing began with more threads runnable than cores). Failed jobs have no
     number and show why instead."""
     flags = []
+    if is_smoke(tags, metrics):
+        flags.append("smoke")
     if str(tags.get("noisy", "")).lower() == "true":
         flags.append("noisy")
     reason = tags.get("stop_reason")
@@ -93,31 +113,51 @@ def quality_flags(tags: dict[str, str], metrics: dict[str, float]) -> list[str]:
 
 
 def ratio_ci(ci_a: float | None, ci_b: float | None) -> float | None:
-    """The relative 95% CI half-width of a ratio of two medians with relative half-widths ``ci_a``
-    and ``ci_b`` (independent errors add in quadrature); None where either is unknown."""
+    """The 95% CI of a ratio of two medians with relative half-widths ``ci_a`` and ``ci_b``, as a half-width
+    on the log scale: log(1 + ci) of each side, independent, added in quadrature. The interval is
+    :func:`ratio_interval`: asymmetric and never negative, however wide. None where either is unknown."""
     if ci_a is None or ci_b is None or not (math.isfinite(ci_a) and math.isfinite(ci_b)):
         return None
-    return math.hypot(ci_a, ci_b)
+    return math.hypot(math.log1p(ci_a), math.log1p(ci_b))
+
+
+def ratio_interval(ratio: float, log_halfwidth: float) -> tuple[float, float]:
+    """The interval of ``ratio`` whose half-width on the log scale is ``log_halfwidth``."""
+    return ratio * math.exp(-log_halfwidth), ratio * math.exp(log_halfwidth)
+
+
+class Speedup(NamedTuple):
+    """A judged speed-up: its log-scale CI half-width (None: unknown), whether either side was noisy, whether it
+    is beyond its CI, and whether either side is a smoke test (then it is not shown at all)."""
+
+    ci: float | None
+    noisy: bool
+    beyond: bool
+    smoke: bool
 
 
 def judge_speedup(ratio: float, ci_a: float | None, ci_b: float | None, flags_a: list[str] | None,
-                  flags_b: list[str] | None) -> tuple[float | None, bool, bool]:
-    """A speed-up between two medians (relative CIs ``ci_a``, ``ci_b``; their :func:`quality_flags`):
-    (the ratio's CI, whether either side was noisy, whether it is beyond the CI). One rule for the
-    terminal table, the report and ``--compare``."""
+                  flags_b: list[str] | None) -> Speedup:
+    """A speed-up between two medians (relative CIs ``ci_a``, ``ci_b``; their :func:`quality_flags`). One rule
+    for the terminal table, the report and ``--compare``."""
+    flags = [*(flags_a or []), *(flags_b or [])]
     ci = ratio_ci(ci_a, ci_b)
-    return ci, "noisy" in [*(flags_a or []), *(flags_b or [])], significant(ratio, ci)
+    return Speedup(ci, "noisy" in flags, significant(ratio, ci), "smoke" in flags)
 
 
 def significant(ratio: float, ci: float | None) -> bool:
-    """Whether a speed-up ``ratio`` with relative CI half-width ``ci`` differs from 1 (no change)
-    beyond its CI; unknown CIs count as significant (nothing says otherwise)."""
-    return ci is None or abs(ratio - 1.0) > ratio * ci
+    """Whether a speed-up ``ratio`` with log-scale CI half-width ``ci`` differs from 1 (no change) beyond its
+    CI; unknown CIs (records made before there were any) count as significant: nothing says otherwise."""
+    return ci is None or abs(math.log(ratio)) > ci
 
 
-#: Student's t, two-sided 95%, by degrees of freedom (1..30); the normal 1.96 beyond
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+def geomean(ratios: list[float], log_halfwidths: list[float | None]) -> tuple[float, float | None]:
+    """The geometric mean of ``ratios`` and its log-scale CI half-width (the mean of independent logs: the
+    root of the summed squares over the count); None where any is unknown."""
+    g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    if any(h is None for h in log_halfwidths):
+        return g, None
+    return g, math.sqrt(sum(h * h for h in log_halfwidths if h is not None)) / len(ratios)
 
 
 def between_processes(medians_ms: list[float]) -> dict[str, float]:
@@ -128,7 +168,7 @@ def between_processes(medians_ms: list[float]) -> dict[str, float]:
     n = len(x)
     med = float(np.median(x))
     sd = float(x.std(ddof=1)) if n > 1 else 0.0
-    t = _T975[n - 2] if 2 <= n <= len(_T975) + 1 else 1.96
+    t = float(sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)) if n > 1 else math.inf
     return {"latency_median_ms": med, "processes": float(n),
             "latency_process_cv": sd / float(x.mean()) if x.mean() > 0 else 0.0,
             "latency_process_min_ms": float(x.min()), "latency_process_max_ms": float(x.max()),

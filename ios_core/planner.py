@@ -15,33 +15,31 @@ held around every timing (the harness passes its device lease)."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from .cost import AnalyticCostModel, CalibratedCostModel, CostCache, MeasuredCostModel, bounds
 from .ir import Graph
-from .passes import PASSES, apply_passes
-from .runtime import RUNTIMES, ScheduledModel, StageTimer, TorchTarget
+from .options import COST_MODELS, DEFAULT_PASSES, PlanOptions
+from .passes import apply_passes
 from .runtime.insitu import PartTimer
-from .runtime.kernels import CANDIDATES_VERSION, KERNEL_MODES, KernelTable
+from .runtime.kernels import CANDIDATES_VERSION, KernelTable
 from .runtime.layout import time_layouts
-from .runtime.target import CUDNN_SEARCHES, LAYOUT_CHOICES, faster_layout, parse_channels_last, use_cudnn_search
-from .runtime.timer import TimingConfig, kernel_timer, release_flush_buffers
+from .runtime.model import ScheduledModel
+from .runtime.modes import RUNTIMES
+from .runtime.target import TorchTarget, faster_layout, parse_channels_last, use_cudnn_search
+from .runtime.timer import StageTimer, TimingConfig, kernel_timer, release_flush_buffers
 from .schedule import Schedule, ScheduleError, greedy, optimize, sequential
-from .schedule.options import OptionError, SearchOptions, at_least, choose
+from .schedule.options import OptionError
 from .workload import Workload, slug
 
-COST_MODELS = ("auto", "measured", "calibrated", "analytic")
-#: graph passes on by default: each measured on/off on the H100 (BENCHMARKS.md, "IOS on the fastest kernels")
-DEFAULT_PASSES = ("fold_bias", "pool_conv", "attention", "fuse_pointwise")
 #: the options a saved schedule's file name hashes: changing one searches again
 SCHEDULE_KEYS = ("r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime", "streams",
                  "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels", "passes")
@@ -68,97 +66,6 @@ def library_versions() -> str:
         except importlib.metadata.PackageNotFoundError:
             pass
     return f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()} triton {triton}"
-
-
-@dataclass
-class PlanOptions(SearchOptions):
-    """The search's options plus how stages are costed and timed and how the model will run."""
-
-    cost_model: str = "auto"  # auto, measured, calibrated, analytic
-    select: bool = True  # time each part's candidates as they run (with Greedy's and Sequential's), keep the fastest
-    research: bool = False  # search again even when these settings' schedule is saved
-    runtime: str = "graph"  # graph, graph-stages, eager, ios-faithful
-    streams: str = "chains"  # chains (follow producers, avoid false dependencies) or stage-order (group j on stream j)
-    fuse: bool = True  # cuDNN conv+bias+ReLU on CUDA
-    passes: list[str] = field(default_factory=lambda: list(DEFAULT_PASSES))  # graph rewrites (ios_core.passes)
-    kernels: str = "auto"  # per conv: auto (time cuDNN and GEMM, keep the faster), cudnn, gemm
-    triton_convs: bool = False  # auto kernels: the final model's convs also timed against Inductor's Triton template
-    #: auto kernels (no effect with the others): depthwise convs (the layout's, the search's and the final
-    #: model's) run on the Triton kernel written here, timed against ATen's (what triton_convs offers them,
-    #: without Inductor's template for the other convs). On by default: on the H100 it beat cuDNN on 20 of
-    #: NASNet's 25 shapes, and a warm rerun loads it from Triton's disk cache instead of building cuDNN's plans
-    #: (NASNet warm 4.8 s against 8.6, 1.63-1.73 ms against 1.88-1.97); its programs are compiled once per
-    #: machine, on compile_threads threads
-    triton_depthwise: bool = True
-    #: with triton_depthwise: cuDNN's depthwise kernel timed too. Off by default: it builds each depthwise plan
-    #: anew in every process (250-400 ms a shape, in the layout's timing, the search's and every warm rerun)
-    #: and beat the Triton kernel on 5 of NASNet's 25 shapes by 1-29% (2.5 us summed)
-    depthwise_cudnn: bool = False
-    #: auto kernels, where cuDNN's depthwise kernel is a candidate: it is kept only where faster than ATen's and
-    #: Triton's by more than this fraction (the others start in milliseconds). 0: the fastest, as timed
-    depthwise_start_margin: float = 0.0
-    #: threads that compile the Triton programs of the kernel choice at once (0: every core this process may
-    #: use; the harness gives a job under its load-aware launcher its CPU slot's share)
-    compile_threads: int = 0
-    #: cuDNN's execution plan per convolution shape: ``benchmark`` (each new shape's candidate plans timed, torch's
-    #: cudnn.benchmark) or ``heuristic`` (the first plan cuDNN's heuristics rank, nothing timed)
-    cudnn_search: str = "benchmark"
-    channels_last: str = "auto"  # auto (time both layouts on CUDA, keep the faster), true (NHWC), false (NCHW)
-    layout_screen: float = 0.1  # auto layout: vendor kernels decide where one layout is faster by this fraction
-    layout_any_batch: bool = True  # auto layout: reuse the choice saved for another batch size of the workload
-    schedule_any_batch: int = 0  # reuse a schedule this search made for a batch size within this factor (0: its own)
-    warmup: int = 2  # stage timing for the measured cost model: warmup replays,
-    number: int = 5  # copies per captured graph (each after an L2 flush),
-    repeat: int = 3  # and replays; the median of number x repeat samples
-    cold: bool = True  # flush L2 before each timed copy, as weights arrive in a model larger than L2
-    schedule_file: str = ""  # run this saved schedule (with the passes and layout it was made with), never saved over
-    schedule_device: str = ""  # run the schedule the same search saved on this GPU (its name or start: nvidia-h200)
-    opt_batch: int = 0  # search (or reuse) the schedule for this batch size and run it at the workload's; 0: the same
-    bounds: bool = False  # critical-path and sum-of-ops bounds under the cost model, as metrics
-
-    def variant(self) -> dict[str, str]:
-        """Options that change every timing but were added after files were saved: named (in file names and
-        cache keys) only where not at their default, so the files saved before them are still found."""
-        named = {"cudnn_search": self.cudnn_search} if self.cudnn_search != "benchmark" else {}
-        if self.depthwise_start_margin:  # it picks kernels in the search's stages and the layout's timing too
-            named["depthwise_start_margin"] = f"start margin {self.depthwise_start_margin:g}"
-        if self.depthwise_cudnn:
-            named["depthwise_cudnn"] = "depthwise cudnn"
-        return named
-
-    def check(self) -> None:
-        SearchOptions.check(self)
-        choose("cost_model", self.cost_model, COST_MODELS)
-        choose("runtime", self.runtime, RUNTIMES)
-        choose("streams", self.streams, ("chains", "stage-order"))
-        choose("kernels", self.kernels, KERNEL_MODES)
-        choose("cudnn_search", self.cudnn_search, CUDNN_SEARCHES)
-        if not 0.0 <= self.depthwise_start_margin <= 1.0:
-            raise OptionError(f"depthwise_start_margin={self.depthwise_start_margin}: a fraction between 0 and 1 "
-                              f"(0.05: cuDNN's depthwise kernel kept where it is more than 5% faster)")
-        if self.depthwise_start_margin and self.triton_depthwise and not self.depthwise_cudnn:
-            raise OptionError(f"depthwise_start_margin={self.depthwise_start_margin} has no effect: cuDNN's depthwise "
-                              f"kernel is not a candidate beside the Triton one; set depthwise_cudnn=true")
-        if self.triton_convs and self.kernels != "auto":  # triton_depthwise, on by default, just has no effect
-            raise OptionError(f"triton_convs=true needs kernels=auto (the Triton conv is timed against the vendor's "
-                              f"kernel), not kernels={self.kernels}")
-        try:
-            parse_channels_last(self.channels_last)
-        except ValueError:
-            choose("channels_last", self.channels_last, LAYOUT_CHOICES)
-        for p in self.passes:
-            choose("passes", p, PASSES)
-        at_least(self, 1, "number", "repeat")
-        if not 0 <= self.layout_screen < 10:
-            raise OptionError(f"layout_screen={self.layout_screen}: a fraction from 0 (always time the layouts with "
-                              "the kernel choice) to below 10")
-        at_least(self, 0, "opt_batch", "schedule_any_batch", "compile_threads")
-
-    def digest(self, keys: tuple[str, ...], **more: Any) -> str:
-        """A short hash of the named options (and ``more``, and :meth:`variant`): part of a saved file's name."""
-        settings = json.dumps({**{k: getattr(self, k) for k in keys}, **more, **self.variant()}, sort_keys=True,
-                              default=str)
-        return hashlib.sha1(settings.encode()).hexdigest()[:10]
 
 
 class PlanError(ScheduleError):

@@ -146,8 +146,8 @@ def test_no_function_over_sixty_lines():
 #: project modules that load a heavy or optional library at import (torch, onnx, JAX, TensorFlow):
 #: the only ones a function may import late, so that `python -m harness --help`, a one-line error or
 #: a CPU-only backend does not pay for them
-HEAVY = ("ios_core.runtime", "ios_core.onnx", "ios_core.interpreters.jax", "ios_core.interpreters.tensorflow",
-         "ios_core.interpreters.torch")
+HEAVY = ("ios_core.runtime", "ios_core.planner", "ios_core.onnx", "ios_core.interpreters.jax",
+         "ios_core.interpreters.tensorflow", "ios_core.interpreters.torch")
 
 
 def test_project_imports_inside_functions_only_for_heavy_modules():

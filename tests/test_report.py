@@ -1,6 +1,7 @@
 """Study presets end to end on the CPU (the quick variant of each, report included) and the
 report's tables, plots and HTML page."""
 
+import io
 import json
 import shutil
 import subprocess
@@ -41,7 +42,9 @@ def test_tables_geomean_speedup_and_reasons():
     assert "| b | 9.000 | 1.000 | not installed: tvm is not installed: pip install -e '.[tvm]' |" in md
     assert "| GeoMean | 6.000 | 1.414 | - |" in md
     assert "| GeoMean | 1.00x | 4.24x | - |" in speed.markdown()  # sqrt(2 * 9)
-    assert speed.csv().splitlines()[1] == "a,1.00x,2.00x,missing"
+    assert speed.csv().splitlines()[:3] == ["model,column,value,ci_low,ci_high,samples,flags,note",
+                                            "a,Sequential,1.0,,,,,", "a,IOS-Both,2.0,,,,,"]
+    assert speed.csv().splitlines()[3] == "a,TVM,,,,,,missing"
 
 
 def test_the_papers_v100_figures_sit_beside_the_frameworks_study_in_its_own_columns():
@@ -274,10 +277,35 @@ def test_report_cells_carry_the_ci_and_flags_and_a_speedup_says_when_it_is_not_s
     values, speed = build_tables(runs, LAYOUTS["frameworks"], "backend:pytorch")
     assert values.text("a", "ORT") == "1.000 ±49.0% (noisy, capped)"
     assert values.text("a", "PyTorch") == "2.000 ±0.4%"
-    assert speed.text("a", "ORT") == "2.00x ±49.0% (noisy)"
-    assert speed.text("a", "TVM") == "1.01x ±0.6% (n.s.)"
+    assert speed.text("a", "ORT") == "2.00x [1.34, 2.98] (noisy)"  # on the log scale: asymmetric
+    assert speed.text("a", "TVM") == "1.01x [1.00, 1.01] (n.s.)"
     assert speed.text("a", "PyTorch") == "1.00x"
-    assert "2.00x ±49.0% (noisy)" in speed.csv() and "±49.0%" in values.html()
+    assert "2.00x [1.34, 2.98] (noisy)" in speed.markdown() and "±49.0%" in values.html()
+    import pandas as pd
+
+    frame = pd.read_csv(io.StringIO(speed.csv()))  # issue 56: numbers a program can read, flags apart
+    ort = frame[frame.column == "ORT"].iloc[0]
+    assert ort.value == 2.0 and ort.ci_low == pytest.approx(1.3423, abs=1e-4) and ort["flags"] == "noisy"
+    assert frame.value.dtype == float and frame.ci_high.dtype == float
+
+
+def test_a_smoke_test_is_never_a_side_of_a_speedup_nor_in_a_geomean():
+    """Issue 56: a 3-sample baseline printed 257.11x; runner=quick runs are flagged and give no ratio."""
+    def measured(label, model, latency, ci, tags, **over):
+        r = run(label, model, latency, **over)
+        r.record["metrics"]["latency_ci_rel_halfwidth"] = ci
+        r.record["tags"] = tags
+        return r
+
+    runs = [measured("PyTorch", "a", 2.0, 0.01, {"smoke": "true"}, backend="pytorch"),
+            measured("ORT", "a", 1.0, 0.01, {}, backend="onnxruntime"),
+            measured("PyTorch", "b", 4.0, 0.01, {}, backend="pytorch"),
+            measured("ORT", "b", 1.0, 0.01, {}, backend="onnxruntime")]
+    values, speed = build_tables(runs, LAYOUTS["frameworks"], "backend:pytorch")
+    assert values.text("a", "PyTorch") == "2.000 ±1.0% (smoke)"
+    assert speed.text("a", "ORT") == speed.text("a", "PyTorch") == "smoke"
+    assert speed.geomeans()["ORT"].startswith("4.00x [3.94, 4.06]*")  # row b alone, with its interval
+    assert values.geomeans()["PyTorch"].startswith("4.000")  # the smoke test's 2.0 left out
 
 
 def _sweep_on_disk(results_dir, sweep_id, jobs):
@@ -318,11 +346,12 @@ def test_compare_two_sweeps_job_by_job_with_the_ci_and_a_verdict(tmp_path, capsy
     lines = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")[1:]]
              for line in out.splitlines() if line.startswith("| ") and not line.startswith("| job")}
     assert "bbb (candidate) against aaa (baseline)" in out
-    assert lines["a batch=1"] == ["2.000 ±0.4%", "1.000 ±0.4%", "2.000x ±0.6%", "faster (100.0%)"]
-    assert lines["a batch=8"][2:] == ["0.999x ±0.6%", "same (within the CI)"]
-    assert lines["b batch=1"][3] == "same (within the CI), noisy" and "(noisy)" in lines["b batch=1"][0]
+    assert lines["a batch=1"] == ["2.000 ±0.4%", "1.000 ±0.4%", "2.000x [1.989, 2.011]", "faster (100.0%)"]
+    assert lines["a batch=8"][2:] == ["0.999x [0.993, 1.004]", "same (within the CI)"]
+    # 1.5x with +-30% on both sides: on the log scale [1.03, 2.18], beyond 1 (the linear sum of CIs said "same")
+    assert lines["b batch=1"][3] == "faster (50.0%), noisy" and "(noisy)" in lines["b batch=1"][0]
     assert lines["c batch=1"][:1] == ["missing"] and lines["c batch=1"][3] == "-"
-    assert (tmp_path / "cmp" / "compare.csv").read_text().startswith("job,baseline ms,candidate ms,speed-up,verdict")
+    assert (tmp_path / "cmp" / "compare.csv").read_text().startswith("job,column,value,ci_low,ci_high,samples,flags")
     assert main(["--compare", "aaa", "aaa", "--results-dir", str(tmp_path)]) == 2
     assert "two different sweeps" in capsys.readouterr().err
     # as a CI gate: the candidate's regressions beyond the noise and the threshold fail the command

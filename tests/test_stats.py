@@ -32,5 +32,35 @@ def test_median_ci_contains_median_and_shrinks():
     assert lo < np.median(small) < hi
     blo, bhi = median_ci(big)
     assert (bhi - blo) < (hi - lo) / 5
-    # order statistics: ranks 50 -+ 9.8 of 100
-    assert median_ci(np.arange(100.0)) == (40.0, 60.0)
+    # exact order statistics: ranks 40 and 61 of 100 (Binomial(100, 1/2) puts 96.5% between them)
+    assert median_ci(np.arange(100.0)) == (39.0, 60.0)
+
+
+def test_too_few_samples_have_no_ci_and_are_smoke_tests():
+    """Six samples are the fewest whose min..max bounds the median at 95% (96.9%); five give no interval, and a
+    run with them is a smoke test: no CI in its metrics, flagged wherever it is shown."""
+    from harness.stats import is_smoke, quality_flags
+
+    assert median_ci(np.arange(6.0)) == (0.0, 5.0)
+    assert all(np.isnan(median_ci(np.arange(5.0))))
+    m = summarize(np.array([1.0, 1.1, 0.9]), 1, (50.0,))
+    assert "latency_ci_low_ms" not in m and m["samples"] == 3
+    assert is_smoke({}, m) and quality_flags({}, m) == ["smoke"]
+    assert quality_flags({"smoke": "true"}, {"samples": 500.0}) == ["smoke"]  # runner=quick
+    assert not is_smoke({"smoke": "false"}, {"samples": 6.0})
+
+
+def test_a_ratios_interval_is_on_the_log_scale_never_below_zero():
+    from harness.stats import geomean, judge_speedup, ratio_ci, ratio_interval
+
+    h = ratio_ci(0.49, 0.004)  # a baseline of 3 samples was +-49%: the ratio's interval is wide, not negative
+    lo, hi = ratio_interval(257.0, h)
+    assert 0 < lo < 257.0 < hi and hi / 257.0 == pytest.approx(257.0 / lo)
+    assert lo == pytest.approx(257.0 / 1.49, rel=0.01)
+    assert judge_speedup(1.004, 0.004, 0.004, [], []).beyond is False  # within the noise
+    assert judge_speedup(1.2, 0.004, 0.004, [], ["noisy"]) == (pytest.approx(ratio_ci(0.004, 0.004)), True, True,
+                                                                False)
+    assert judge_speedup(3.0, 0.01, None, ["smoke"], []).smoke
+    g, gh = geomean([2.0, 8.0], [0.1, 0.1])
+    assert g == pytest.approx(4.0) and gh == pytest.approx(0.1 / np.sqrt(2))
+    assert geomean([2.0, 8.0], [0.1, None])[1] is None

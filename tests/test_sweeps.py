@@ -308,6 +308,8 @@ def test_the_table_shows_each_medians_ci_flags_and_marks_a_shaky_speedup():
     assert rows[1][3:] == ["1 ±49.0%", "8.77x?", "-", "noisy, capped"]  # noisy: marked
     assert rows[2][3:] == ["4 ±0.5%", "2.19x", "-", ""]  # far outside both CIs: significant
     assert rows[3][4] == "1.00x?"  # 0.3% apart with CIs of 0.4% each: within the noise
+    smoke = [entry("pytorch", 8.77, None, ["smoke"]), entry("onnxruntime", 0.0341, 0.33, ["noisy"])]
+    assert sweep_table.table_rows(smoke, "backend:pytorch")[1][4] == "smoke"  # a 3-sample baseline: no 257x
     from rich.console import Console
 
     console = Console(width=sweep_table.TABLE_WIDTH, record=True, file=open(os.devnull, "w"))

@@ -171,7 +171,7 @@ def alone_on_lane(device: str, lane_cores: int) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        if threads:
+        if threads and torch is not None:
             torch.set_num_threads(threads)
 
 

@@ -140,6 +140,13 @@ def peak_memory_mb(metrics: dict[str, float]) -> float | None:
     return metrics.get("memory_peak_mb", metrics.get("memory_peak_rss_mb"))
 
 
+def usage_heading(metrics: dict[str, float]) -> str:
+    """What :func:`usage_text` of a record shows: device memory and energy on a GPU; the process's resident peak
+    on the CPU, which has no energy reading."""
+    memory = "Memory" if "memory_peak_mb" in metrics else "Memory (RSS)"
+    return f"{memory}, energy" if "energy_per_inference_mj" in metrics else memory
+
+
 def usage_text(memory_mb: float | None, energy_mj: float | None) -> str:
     """Peak memory (device memory on a GPU, resident memory on the CPU) and energy per inference."""
     parts = ([f"{memory_mb:.0f} MB"] if memory_mb is not None else []) + \

@@ -10,6 +10,7 @@ once the median's 95% CI is tight enough, or at max time -> statistics.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 import warnings
@@ -31,7 +32,7 @@ from ..models import FormError, Model
 from ..plugins import check_runnable
 from ..records.record import Measurement
 from ..spec import RunSpec
-from ..stats import ci_rel_halfwidth, min_samples, missing_percentiles, summarize
+from ..stats import MIN_CI_SAMPLES, ci_rel_halfwidth, min_samples, missing_percentiles, summarize
 from .profiling import profile_ops
 from .tracing import trace_run
 
@@ -143,12 +144,17 @@ def notes_on(metrics: dict[str, float], reason: str, r: RunnerConfig) -> list[st
     and whether the samples were noisy or throttled."""
     notes = []
     ci = metrics.get("latency_ci_rel_halfwidth", 0.0)
+    n = int(metrics.get("samples", 0))
+    if n < MIN_CI_SAMPLES or r.smoke:  # its number says the backend runs; no CI or noise verdict to give
+        notes.append(f"smoke test: {n} samples, too few for a CI" if n < MIN_CI_SAMPLES else
+                     "smoke test (runner.smoke): the numbers say the backend runs, not how fast")
+        if n < MIN_CI_SAMPLES:
+            return notes
     if reason != "ci":
         notes.append(f"stopped: {STOP_REASONS[reason]} before the CI target (CI +-{100 * ci:.2f}%, "
                      f"target +-{100 * r.ci_rel_target:.2f}%)")
     if metrics.get("latency_cv", 0.0) > NOISY_CV or ci > NOISY_CI:
         notes.append(f"noisy: CV {100 * metrics.get('latency_cv', 0.0):.1f}%, CI +-{100 * ci:.2f}% of the median")
-    n = int(metrics.get("samples", 0))
     short = missing_percentiles(n, tuple(r.percentiles))
     if short:
         most = max(need for p in r.percentiles if (need := min_samples(float(p))) > n)
@@ -205,6 +211,7 @@ def measure(spec: RunSpec, clock_target_mhz: float = 0.0) -> Measurement:
         env["backend_device"] = p.prep.device_name
     env["stop_reason"] = reason
     env["noisy"] = str(any(n.startswith("noisy") for n in notes)).lower()
+    env["smoke"] = str(bool(cfg.runner.smoke) or len(host) < MIN_CI_SAMPLES).lower()
     return Measurement(metrics=metrics, env=env, params=params, artifacts=artifacts, notes=notes,
                        latencies_ms=host, gpu_latencies_ms=gpu, device=spec.device, display_name=label,
                        graph_hash=p.model.graph().hash() if p.model.made("graph") else "")
@@ -347,7 +354,9 @@ def _time(spec: RunSpec, p: _Prepared, nvml: Any, clock_target_mhz: float,
         g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch, pcts)
         metrics.update({f"gpu_{k}": v for k, v in g.items() if k.startswith("latency_")})
     metrics.update(sampler.summary())
-    metrics["latency_ci_rel_halfwidth"] = float(ci_rel_halfwidth(np.array(kept or host)))
+    ci = float(ci_rel_halfwidth(np.array(kept or host)))
+    if math.isfinite(ci):  # too few samples have none (a smoke test): left out rather than infinite
+        metrics["latency_ci_rel_halfwidth"] = ci
     metrics["ci_target_met"] = float(reason == "ci")
     return host, gpu, reason
 

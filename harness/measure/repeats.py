@@ -23,7 +23,7 @@ def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Mea
     pooled = [v for r in results for v in r.latencies_ms]
     metrics = dict(first.metrics)
     metrics.update(summarize(np.array(pooled), batch, tuple(float(q) for q in runner.percentiles)))
-    metrics["latency_within_ci_rel_halfwidth"] = float(np.median([r.metrics["latency_ci_rel_halfwidth"]
+    metrics["latency_within_ci_rel_halfwidth"] = float(np.median([r.metrics.get("latency_ci_rel_halfwidth", np.inf)
                                                                   for r in results]))
     between = between_processes(medians)
     metrics.update(between)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -104,20 +105,22 @@ TABLE_WIDTH = 100
 
 def _speedup_cell(e: dict[str, Any], base: dict[str, Any] | None) -> str:
     """The speed-up over the baseline job, marked ``?`` where it is within the two medians' CIs
-    (not significant) or either job was noisy."""
+    (not significant) or either job was noisy; none where either is a smoke test."""
     lat = e.get("latency_median_ms")
     if not base or not lat or not base.get("latency_median_ms"):
         return "-"
     ratio = base["latency_median_ms"] / lat
-    _, noisy, beyond = judge_speedup(ratio, e.get("ci_rel"), base.get("ci_rel"), e.get("flags"), base.get("flags"))
-    return f"{ratio:.2f}x" + ("?" if (noisy or not beyond) and base is not e else "")
+    judged = judge_speedup(ratio, e.get("ci_rel"), base.get("ci_rel"), e.get("flags"), base.get("flags"))
+    if judged.smoke:
+        return "smoke"
+    return f"{ratio:.2f}x" + ("?" if (judged.noisy or not judged.beyond) and base is not e else "")
 
 
 def _latency_cell(e: dict[str, Any]) -> str:
     lat, ci = e.get("latency_median_ms"), e.get("ci_rel")
     if lat is None:
         return "-"
-    return f"{lat:.4g}" + (f" ±{100 * ci:.1f}%" if ci is not None else "")
+    return f"{lat:.4g}" + (f" ±{100 * ci:.1f}%" if ci is not None and math.isfinite(ci) else "")
 
 
 def table_rows(entries: list[dict[str, Any]], baseline: str = "", started: str | None = None) -> list[list[str]]:

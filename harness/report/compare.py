@@ -64,7 +64,7 @@ def compare(results_dir: str | Path, baseline: str, candidate: str) -> Compariso
         for run in runs:
             pairs.setdefault(_key(run, keys), [None, None])[i] = run
     t = Table(f"{b['sweep_id']} (candidate) against {a['sweep_id']} (baseline): median latency", "job",
-              list(pairs), COLS, geomean=False)
+              list(pairs), COLS, geomean=False, ratio_cols=("speed-up",))
     out = Comparison(t)
     for row, (ra, rb) in pairs.items():
         ratio = _fill(t, row, ra, rb)
@@ -89,11 +89,16 @@ def _fill(t: Table, row: str, ra: Run | None, rb: Run | None) -> float | None:
         return None
     ratio = va / vb  # > 1: the candidate is faster
     a, b = (row, "baseline ms"), (row, "candidate ms")
-    ci, noisy, beyond = judge_speedup(ratio, t.ci.get(a), t.ci.get(b), t.flags.get(a), t.flags.get(b))
-    t.cells[(row, "speed-up")] = f"{ratio:.3f}x" + (f" ±{100 * ci:.1f}%" if ci is not None else "")
-    if not beyond:
+    judged = judge_speedup(ratio, t.ci.get(a), t.ci.get(b), t.flags.get(a), t.flags.get(b))
+    if judged.smoke:  # a handful of samples: no comparison, and no slowdown to fail on
+        t.cells[(row, "speed-up")], t.cells[(row, "verdict")] = "-", "smoke test: not compared"
+        return None
+    t.cells[(row, "speed-up")] = ratio
+    if judged.ci is not None:
+        t.ci[(row, "speed-up")] = judged.ci
+    if not judged.beyond:
         verdict = "same (within the CI)"
     else:
         verdict = f"{'faster' if ratio > 1 else 'slower'} ({100 * abs(ratio - 1):.1f}%)"
-    t.cells[(row, "verdict")] = verdict + (", noisy" if noisy else "")
-    return ratio if beyond else None
+    t.cells[(row, "verdict")] = verdict + (", noisy" if judged.noisy else "")
+    return ratio if judged.beyond else None

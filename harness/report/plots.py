@@ -9,7 +9,7 @@ from typing import Any
 
 from ios_core.plotting import pyplot, render
 
-from ..stats import ratio_ci
+from ..stats import ratio_ci, ratio_interval
 from .runs import Run
 from .tables import Layout, Table, column
 
@@ -26,17 +26,24 @@ def bars(values: Table, base_col: str | None, higher_is_better: bool, title: str
     base_col = base_col or values.cols[0]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(values.rows) * max(1, len(values.cols)) / 3), 4))
     width = 0.8 / max(1, len(values.cols))
+    shown: list[float] = []
     for j, col in enumerate(values.cols):
-        xs, ys, errs = [], [], []
+        xs, ys, low, high = [], [], [], []
         for i, row in enumerate(values.rows):
             v, b = values.cells.get((row, col)), values.cells.get((row, base_col))
-            if isinstance(v, float) and isinstance(b, float) and v > 0 and b > 0:
+            smoke = "smoke" in values.flags.get((row, col), []) + values.flags.get((row, base_col), [])
+            if isinstance(v, float) and isinstance(b, float) and v > 0 and b > 0 and not smoke:
                 xs.append(i + (j - (len(values.cols) - 1) / 2) * width)
                 ys.append(v / b if higher_is_better else b / v)
-                ci = ratio_ci(values.ci.get((row, col)), values.ci.get((row, base_col))) if col != base_col else \
-                    values.ci.get((row, col))
-                errs.append(ys[-1] * (ci or 0.0))
-        ax.bar(xs, ys, width, label=col, yerr=errs if any(errs) else None, capsize=3)
+                ci = ratio_ci(values.ci.get((row, col)), values.ci.get((row, base_col)) if col != base_col else 0.0)
+                lo, hi = ratio_interval(ys[-1], ci) if ci is not None else (ys[-1], ys[-1])
+                low.append(ys[-1] - lo)  # asymmetric: the interval of a ratio, never below zero
+                high.append(hi - ys[-1])
+        errs = [low, high] if any(low) or any(high) else None
+        ax.bar(xs, ys, width, label=col, yerr=errs, capsize=3)
+        shown += ys
+    if shown and max(shown) / min(shown) > 10:  # a 250x bar beside a 1.1x one: both readable on a log axis
+        ax.set_yscale("log")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(values.rows)), values.rows)
     ax.set_ylabel(f"throughput normalised to {base_col}")

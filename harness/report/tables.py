@@ -3,9 +3,7 @@ a GeoMean row, and the speed-up over a baseline; failed and missing runs keep th
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -18,7 +16,7 @@ from ..machine.usage import MEMORY_SOURCES
 from ..models import MODEL_KEYS
 from ..multirun.sweep_table import normal_baseline
 from ..plugins import label_options
-from ..stats import judge_speedup, quality_flags
+from ..stats import geomean, judge_speedup, quality_flags, ratio_interval, significant
 from .layouts import KEY_NAMES, LAYOUTS, METRICS, Layout, key_name  # noqa: F401  (the report's names)
 from .runs import Run
 
@@ -35,34 +33,74 @@ class Table:
     digits: int = 3
     suffix: str = ""
     geomean: bool = True
-    ci: dict[tuple[str, str], float] = field(default_factory=dict)  # a cell's relative 95% CI half-width
+    #: a cell's 95% CI: its relative half-width, or in a ratio column the half-width of its log
+    ci: dict[tuple[str, str], float] = field(default_factory=dict)
     flags: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # noisy, capped, n.s. ...
+    ratios: bool = False  # every column holds ratios (speed-ups): their CIs are intervals on the log scale
+    ratio_cols: tuple[str, ...] = ()  # the columns that do where the others do not (shown with an "x")
+    samples: dict[tuple[str, str], float] = field(default_factory=dict)  # the samples behind a cell's number
+
+    def is_ratio(self, col: str) -> bool:
+        return self.ratios or col in self.ratio_cols
 
     def text(self, row: str, col: str) -> str:
         v = self.cells.get((row, col), "missing")
         if not isinstance(v, float):
             return v
-        out = f"{v:.{self.digits}f}{self.suffix}"
-        if (row, col) in self.ci:
-            out += f" ±{100 * self.ci[(row, col)]:.1f}%"
-        if self.flags.get((row, col)):
-            out += f" ({', '.join(self.flags[(row, col)])})"
-        return out
+        return self._number(col, v, self.ci.get((row, col))) + (
+            f" ({', '.join(self.flags[(row, col)])})" if self.flags.get((row, col)) else "")
+
+    def interval(self, col: str, v: float, ci: float | None) -> tuple[float, float] | None:
+        """The 95% CI of the number ``v`` in ``col``: on the log scale for a ratio (asymmetric, never below
+        zero), else ``v`` -+ its relative half-width."""
+        if ci is None or not math.isfinite(ci):
+            return None
+        return ratio_interval(v, ci) if self.is_ratio(col) else (v * (1 - ci), v * (1 + ci))
+
+    def _number(self, col: str, v: float, ci: float | None) -> str:
+        suffix = self.suffix or ("x" if col in self.ratio_cols else "")
+        out = f"{v:.{self.digits}f}{suffix}"
+        if ci is None:
+            return out
+        if self.is_ratio(col):
+            lo, hi = ratio_interval(v, ci)
+            return out + f" [{lo:.{self.digits}f}, {hi:.{self.digits}f}]"
+        return out + f" ±{100 * ci:.1f}%"
 
     def mark(self, cell: tuple[str, str], run: Run) -> None:
         """Give ``cell`` (holding ``run``'s median or its images/s) the run's CI and quality flags."""
         ci = run.metric("latency_ci_rel_halfwidth")
-        if ci is not None:
+        if ci is not None and math.isfinite(ci):  # too few samples: none
             self.ci[cell] = ci
+        samples = run.metric("samples")
+        if samples is not None:
+            self.samples[cell] = samples
         self.flags[cell] = quality_flags(run.record.get("tags") or {}, run.record.get("metrics") or {})
 
+    def geomean_of(self, col: str) -> tuple[float, float | None, bool] | None:
+        """The column's geometric mean over its numbers (smoke tests left out), its CI (the log's half-width for
+        ratios, else relative; None unless every cell has one) and whether some rows had no number."""
+        cells = [(r, v) for r in self.rows if isinstance(v := self.cells.get((r, col)), float) and v > 0
+                 and "smoke" not in self.flags.get((r, col), [])]
+        if not cells:
+            return None
+        ratio = self.is_ratio(col)
+        g, h = geomean([v for _, v in cells], [self.ci.get((r, col)) if ratio else _log_of(self.ci.get((r, col)))
+                                               for r, _ in cells])
+        return g, (h if ratio or h is None else math.expm1(h)), len(cells) < len(self.rows)
+
     def geomeans(self) -> dict[str, str]:
+        """Each column's GeoMean as shown: ``*`` where some rows have no number, and for ratios ``?`` where
+        its CI holds 1."""
         out = {}
         for col in self.cols:
-            vals = [v for r in self.rows if isinstance(v := self.cells.get((r, col)), float) and v > 0]
-            star = "*" if 0 < len(vals) < len(self.rows) else ""  # over the rows that have a number
-            out[col] = (f"{math.exp(sum(map(math.log, vals)) / len(vals)):.{self.digits}f}{self.suffix}{star}"
-                        if vals else "-")
+            found = self.geomean_of(col)
+            if found is None:
+                out[col] = "-"
+                continue
+            g, ci, partial = found
+            unsure = self.is_ratio(col) and ci is not None and not significant(g, ci)
+            out[col] = self._number(col, g, ci) + "*" * partial + "?" * unsure
         return out
 
     def grid(self) -> list[list[str]]:
@@ -78,16 +116,49 @@ class Table:
         lines += ["| " + " | ".join(x.replace("|", "/") for x in row) + " |" for row in g[1:]]
         return "\n".join(lines) + "\n"
 
+    def frame(self) -> Any:
+        """The table for programs (a pandas DataFrame): one line per cell with its number, its CI's bounds, the
+        samples behind it and its flags in columns of their own, the reason where there is no number, and the
+        GeoMean rows."""
+        import pandas as pd
+
+        lines = []
+        for r in self.rows:
+            for c in self.cols:
+                v = self.cells.get((r, c), "missing")
+                number = isinstance(v, float)
+                bounds = self.interval(c, v, self.ci.get((r, c))) if number else None
+                lines.append({self.row_name: r, "column": c, "value": v if number else math.nan,
+                              "ci_low": bounds[0] if bounds else math.nan, "ci_high": bounds[1] if bounds else math.nan,
+                              "samples": self.samples.get((r, c), math.nan),
+                              "flags": ";".join(self.flags.get((r, c), [])), "note": "" if number else v})
+        if self.geomean and len(self.rows) > 1:
+            for c in self.cols:
+                found = self.geomean_of(c)
+                if found is not None:
+                    g, ci, partial = found
+                    bounds = self.interval(c, g, ci)
+                    lines.append({self.row_name: "GeoMean", "column": c, "value": g,
+                                  "ci_low": bounds[0] if bounds else math.nan,
+                                  "ci_high": bounds[1] if bounds else math.nan, "samples": math.nan,
+                                  "flags": "partial" if partial else "", "note": ""})
+        return pd.DataFrame(lines, columns=[self.row_name, "column", "value", "ci_low", "ci_high", "samples",
+                                            "flags", "note"])
+
     def csv(self) -> str:
-        buf = io.StringIO()
-        csv.writer(buf).writerows(self.grid())
-        return buf.getvalue()
+        """:meth:`frame` as CSV: numbers as numbers (the Markdown and HTML are for people)."""
+        return str(self.frame().to_csv(index=False))
 
     def html(self) -> str:
         g = self.grid()
         head = "".join(f"<th>{html.escape(x)}</th>" for x in g[0])
         body = "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in g[1:])
         return f"<h3>{html.escape(self.title)}</h3><table><tr>{head}</tr>{body}</table>"
+
+
+def _log_of(ci: float | None) -> float | None:
+    """A relative CI half-width as a half-width of the log."""
+    return None if ci is None or not math.isfinite(ci) else math.log1p(ci)
 
 
 def ordered(values: list[str]) -> list[str]:
@@ -173,21 +244,26 @@ def value_table(runs: list[Run], layout: Layout, title: str) -> Table:
 
 
 def speedup_table(values: Table, base_col: str, higher_is_better: bool) -> Table:
-    t = Table(f"speed-up over {base_col}", values.row_name, values.rows, values.cols, digits=2, suffix="x")
+    """Each cell over its row's ``base_col``, with the ratio's CI; a smoke test on either side has no ratio."""
+    t = Table(f"speed-up over {base_col}", values.row_name, values.rows, values.cols, digits=2, suffix="x",
+              ratios=True)
     for r in values.rows:
         base = values.cells.get((r, base_col))
         for c in values.cols:
             v = values.cells.get((r, c), "missing")
             if isinstance(v, float) and isinstance(base, float) and v > 0 and base > 0:
                 ratio = v / base if higher_is_better else base / v
+                judged = judge_speedup(ratio, values.ci.get((r, c)), values.ci.get((r, base_col)),
+                                       values.flags.get((r, c)), values.flags.get((r, base_col)))
+                if judged.smoke:  # a handful of samples says the backend runs, not how fast
+                    t.cells[(r, c)] = "smoke"
+                    continue
                 t.cells[(r, c)] = ratio
                 if c == base_col:
                     continue
-                ci, noisy, beyond = judge_speedup(ratio, values.ci.get((r, c)), values.ci.get((r, base_col)),
-                                                  values.flags.get((r, c)), values.flags.get((r, base_col)))
-                if ci is not None:
-                    t.ci[(r, c)] = ci
-                t.flags[(r, c)] = ["noisy"] * noisy + ["n.s."] * (not beyond)
+                if judged.ci is not None:
+                    t.ci[(r, c)] = judged.ci
+                t.flags[(r, c)] = ["noisy"] * judged.noisy + ["n.s."] * (not judged.beyond)
             else:
                 t.cells[(r, c)] = v if isinstance(v, str) else "-"
     return t

@@ -55,8 +55,8 @@ import torch.nn.functional as F
 from ..interpreters.torch import torch_activation
 from ..ir.nodes import Conv, Op, Pool
 from ..ir.ops import OPS
+from .modes import KERNEL_MODES
 
-KERNEL_MODES = ("auto", "cudnn", "gemm")
 #: part of the context the store keeps kernel choices under: a choice timed against another implementation
 #: of a candidate is not reused (2: the Triton pools are :mod:`.triton_pool`'s, no longer Inductor's; 3: depthwise
 #: convolutions have ATen's kernel too; 4: the Triton depthwise kernel works on tiles; 5: its tiles from measurement;

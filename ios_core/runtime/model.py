@@ -14,14 +14,10 @@ from ..interpreters.base import weight_params
 from ..ir import Graph
 from ..schedule import Schedule, apply_merges
 from .kernels import KernelTable
+from .modes import RUNTIMES
 from .ops import RuntimeOps, graph_channels
 from .program import StreamProgram, remaining_path
 from .target import TorchTarget
-
-#: runtime name -> (program mode on CUDA, capture as a CUDA graph); ``graph`` honours the
-#: schedule's per-stage barrier flags, ``graph-stages`` puts the original's barriers everywhere
-RUNTIMES = {"graph": ("edges", True), "graph-stages": ("stages", True), "eager": ("edges", False),
-            "ios-faithful": ("faithful", False)}
 
 
 class ScheduledModel:

@@ -8,19 +8,21 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.backend import Backend, BackendError, Model, Prepared, inductor_cache, store_dir
 from harness.machine.leases import cpu_threads, exclusive
 from ios_core.inputs import seeded_input
-from ios_core.planner import Plan, PlanError, Planner
-from ios_core.runtime import TorchTarget
 from ios_core.runtime.target import layout_name
 from ios_core.schedule import native
 from ios_core.workload import Workload
 
 from .config import IosConfig
+
+if TYPE_CHECKING:  # the planner and the runtime import torch: only when a run prepares (--help stays light)
+    from ios_core.planner import Plan, Planner
 
 LABELS = {"sequential": "Sequential", "greedy": "Greedy", "ios-merge": "IOS-Merge", "ios-parallel": "IOS-Parallel",
           "ios-both": "IOS-Both"}
@@ -54,6 +56,8 @@ class IosBackend(Backend[IosConfig]):
     def planner(self) -> Planner:
         """ios_core's planner under this config (an IosConfig is a PlanOptions), saving under the
         store; its timings hold the load-aware launcher's device lease, its compiles the job's CPU threads."""
+        from ios_core.planner import Planner
+
         if self._planner is None:  # Triton compiles on this job's CPU share under the load-aware launcher
             options = replace(self.cfg, compile_threads=self.cfg.compile_threads or cpu_threads())
             self._planner = Planner(options, self.store, guard=exclusive)
@@ -62,6 +66,9 @@ class IosBackend(Backend[IosConfig]):
     _planner: Planner | None = None
 
     def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
+        from ios_core.planner import PlanError
+        from ios_core.runtime import TorchTarget
+
         graph = model.graph()  # the IR: ios_core's planner and runtime take it node by node
         work = Workload(graph, batch, precision, TorchTarget(device, precision).device_name())
         inductor_cache(self.store)  # the Triton pools and fused kernels it compiles: reused by later runs

@@ -1,5 +1,5 @@
 """Typed config of the ios backend (``backend=ios backend.schedule=ios-both ...``): ios_core's
-:class:`~ios_core.planner.PlanOptions` (the search, its cost models and timing, the runtime, a given
+:class:`~ios_core.options.PlanOptions` (the search, its cost models and timing, the runtime, a given
 schedule file, a schedule made on another GPU or batch size), under the same names, plus what only
 a harness run has (progress bars, stage profiles as artifacts)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.config import BackendConfig, ConfigError
-from ios_core.planner import PlanOptions
+from ios_core.options import PlanOptions
 from ios_core.schedule import OptionError
 
 

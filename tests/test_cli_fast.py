@@ -1,0 +1,55 @@
+"""The CLI's answers that need no run (--help, --list-backends) import no framework, and say install commands
+as this install needs them (issue 56)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from harness import install
+
+#: a process where importing a framework fails, then ``python -m harness`` with the given arguments
+_BLOCKED = """
+import importlib.abc, importlib.machinery, runpy, sys
+FRAMEWORKS = ("torch", "jax", "tensorflow", "tvm", "timm", "torchvision", "mlflow")
+class Block(importlib.abc.MetaPathFinder, importlib.abc.Loader):  # found (so "installed"), never imported
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in FRAMEWORKS:
+            return importlib.machinery.ModuleSpec(name, self)
+    def create_module(self, spec):
+        raise ImportError(f"{spec.name} is blocked in this test")
+    def exec_module(self, module):
+        raise ImportError(f"{module.__name__} is blocked in this test")
+sys.meta_path.insert(0, Block())
+sys.argv = ["harness", *sys.argv[1:]]
+runpy.run_module("harness", run_name="__main__")
+"""
+
+
+def _blocked(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "400", "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run([sys.executable, "-c", _BLOCKED, *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_help_lists_every_backend_without_importing_a_framework():
+    out = _blocked("--help")
+    assert out.returncode == 0, out.stderr[-2000:]
+    for text in ("backend=ios", "backend=pytorch", "backend.schedule=", "runner.lane_cores=2", "--list-backends"):
+        assert text in out.stdout, text
+
+
+def test_list_backends_without_a_framework_keeps_the_brackets_of_install_commands():
+    out = _blocked("--list-backends")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "pip install -e '.[onnx]'" in out.stdout  # rich markup would have eaten "[onnx]"
+    ios_row = next(line for line in out.stdout.splitlines() if line.startswith("│ ios "))
+    assert "ready (cpu)" in ios_row  # its plugin loaded, torch found but not imported
+
+
+def test_install_hints_name_the_package_outside_a_checkout(monkeypatch):
+    monkeypatch.setattr(install, "editable", lambda: False)
+    assert install.fit("needs onnx: pip install -e '.[onnx]'") == "needs onnx: pip install 'ios-harness[onnx]'"
+    monkeypatch.setattr(install, "editable", lambda: True)
+    assert install.fit("pip install -e '.[tvm]'") == "pip install -e '.[tvm]'"
