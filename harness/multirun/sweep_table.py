@@ -176,6 +176,8 @@ def sweep_table(state: dict[str, Any], sweep_id: str, entries: list[dict[str, An
                   caption="\n".join(x for x in (
                       summary_line(la) if la else "",
                       "±: the median's 95% CI; ?: a speed-up within the CIs or from a noisy job"
+                      + ("; smoke: too few samples or runner=quick, no speed-up"
+                         if any("smoke" in (e.get("flags") or []) for e in entries) else "")
                       if baseline and any(e.get("ci_rel") is not None for e in entries) else "") if x) or None)
     speedup = f"vs {normal_baseline(baseline)}" if baseline else "speed-up"
     cols = ["#", "job", "status", "median ms", speedup, "memory, energy", "note"]
