@@ -8,7 +8,6 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats as sps
 
 CONFIDENCE = 0.95
 #: the fewest samples whose order statistics bound the median at 95% (min..max of 6 covers 96.9%; of 5, 93.8%):
@@ -33,6 +32,8 @@ def median_ci(samples: np.ndarray, confidence: float = CONFIDENCE) -> tuple[floa
     """The exact distribution-free CI of the median: the order statistics whose ranks Binomial(n, 1/2)
     puts ``confidence`` between (coverage at least ``confidence``); NaN for fewer than
     :data:`MIN_CI_SAMPLES` samples, whose min..max covers less."""
+    from scipy import stats as sps  # on first use: 0.6 s of import that --help need not pay
+
     x = np.sort(np.asarray(samples, dtype=np.float64))
     n = len(x)
     if n < MIN_CI_SAMPLES:
@@ -168,6 +169,8 @@ def between_processes(medians_ms: list[float]) -> dict[str, float]:
     n = len(x)
     med = float(np.median(x))
     sd = float(x.std(ddof=1)) if n > 1 else 0.0
+    from scipy import stats as sps
+
     t = float(sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)) if n > 1 else math.inf
     return {"latency_median_ms": med, "processes": float(n),
             "latency_process_cv": sd / float(x.mean()) if x.mean() > 0 else 0.0,

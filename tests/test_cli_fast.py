@@ -36,8 +36,11 @@ def _blocked(*args: str) -> subprocess.CompletedProcess:
 def test_help_lists_every_backend_without_importing_a_framework():
     out = _blocked("--help")
     assert out.returncode == 0, out.stderr[-2000:]
-    for text in ("backend=ios", "backend=pytorch", "backend.schedule=", "runner.lane_cores=2", "--list-backends"):
+    for text in ("backend=ios", "backend=pytorch", "backend.schedule=", "runner.lane_cores=2", "--list-backends",
+                 "--list-models", "harness.report --compare", "model.arch=", "fp32, tf32, fp16, bf16"):
         assert text in out.stdout, text
+    assert out.stdout.count("backend.store=") == 1  # every backend's option, listed once with what it is
+    assert "runner.processes=1                         measure the job this many times" in out.stdout
 
 
 def test_list_backends_without_a_framework_keeps_the_brackets_of_install_commands():
