@@ -27,6 +27,7 @@ from .interrupts import outside_a_run, started
 from .job import run
 from .lifecycle import THIS
 from .machine.environment import resolve_device
+from .messages import one_line_warnings
 from .models import zoos
 from .multirun.callbacks import job_sweep_info
 from .plugins import BROKEN, aliases, backend_table, check_runnable, get_backend, register_configs
@@ -152,6 +153,8 @@ def _checked_argv(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     started()
+    if "--debug" not in (sys.argv[1:] if argv is None else argv):
+        one_line_warnings()
     try:
         _main(argv)
     except KeyboardInterrupt as exc:  # Ctrl-C outside a run (a run records itself KILLED and exits 130 itself)

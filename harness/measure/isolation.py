@@ -19,6 +19,7 @@ from typing import Any
 
 from ..lifecycle import THIS
 from ..machine.leases import detach_group
+from ..messages import one_line_warnings
 
 
 @dataclass
@@ -69,6 +70,7 @@ def _child(conn, job: bytes, stop=None, timing=None) -> None:
     os.setpgid(0, 0)  # its own process group: what it starts (compile workers, tuning builds) ends with it
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the child itself
+    one_line_warnings()  # as its parent's: what the run warns about reads alike from either process
     try:
         fn, arg = pickle.loads(job)
         conn.send(("ok", fn(arg)))
