@@ -56,3 +56,20 @@ def test_install_hints_name_the_package_outside_a_checkout(monkeypatch):
     assert install.fit("needs onnx: pip install -e '.[onnx]'") == "needs onnx: pip install 'ios-harness[onnx]'"
     monkeypatch.setattr(install, "editable", lambda: True)
     assert install.fit("pip install -e '.[tvm]'") == "pip install -e '.[tvm]'"
+
+
+def test_warnings_read_as_one_line_unless_debugging(monkeypatch):
+    import warnings
+
+    from harness.messages import one_line_warnings
+
+    python_form = warnings.formatwarning
+    monkeypatch.setattr(warnings, "formatwarning", python_form)
+    monkeypatch.setenv("HARNESS_DEBUG", "1")
+    one_line_warnings()
+    assert warnings.formatwarning is python_form
+    monkeypatch.delenv("HARNESS_DEBUG")
+    one_line_warnings()
+    assert warnings.formatwarning("MLflow is not installed", UserWarning, "harness/job.py", 114) == \
+        "warning: MLflow is not installed\n"
+    assert warnings.formatwarning("old", DeprecationWarning, "x.py", 1) == "warning: old (DeprecationWarning)\n"
