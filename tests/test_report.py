@@ -407,3 +407,32 @@ def test_the_report_has_a_usage_table_for_runs_that_measured_memory_and_energy()
     assert t.text("m IOS-Both bs1", "energy mJ / inference") == "12.500" and t.text("m ORT bs1", "mean power W") == "-"
     assert t.text("m IOS-Both bs1", "memory read from") == "PyTorch allocator peak"
     assert t.text("m ORT bs1", "memory read from") == "GPU used (NVML), reserved pools included"
+
+
+def _single_run_on_disk(results_dir, run_id, created, ms, ci, name="sample PyTorch bs1 fp32 cpu"):
+    from harness.records.tracking import write_json
+
+    write_json(Path(results_dir) / "records" / f"{run_id}.json",
+               {"run_id": run_id, "created": created, "status": "FINISHED", "label": "PyTorch", "run_name": name,
+                "tags": {}, "tracking": {"enabled": True}, "config": {"model": {"name": "sample"}, "batch": 1},
+                "metrics": {"latency_median_ms": ms, "latency_ci_rel_halfwidth": ci, "samples": 500.0}})
+
+
+def test_compare_two_single_runs_by_id_prefix_or_latest_and_fail_on_a_slowdown(tmp_path, capsys):
+    """Issue 56: --compare of two single runs (`error: no sweep or study named ...` before); the report's command
+    alone lists what there is to compare."""
+    from harness.report.__main__ import main
+
+    _single_run_on_disk(tmp_path, "a1b2c3d4e5f6" + "0" * 20, "2026-11-28T10:00:00+00:00", 1.0, 0.004)
+    _single_run_on_disk(tmp_path, "f6e5d4c3b2a1" + "0" * 20, "2026-11-28T11:00:00+00:00", 1.2, 0.004)
+    assert main(["--results-dir", str(tmp_path)]) == 0
+    listed = capsys.readouterr().out
+    assert listed.index("f6e5d4c3b2a1") < listed.index("a1b2c3d4e5f6")  # newest first
+    assert main(["--compare", "a1b2c3", "latest", "--results-dir", str(tmp_path), "--fail-on-slowdown", "5%"]) == 1
+    out = capsys.readouterr()
+    assert "run f6e5d4c3b2a1 (candidate) against run a1b2c3d4e5f6 (baseline)" in out.out
+    assert "| sample PyTorch bs1 fp32 cpu | 1.000 ±0.4% | 1.200 ±0.4% | 0.833x [0.829, 0.838] | slower (16.7%) |" \
+        in out.out
+    assert "slower: sample PyTorch bs1 fp32 cpu: 20.0% beyond the noise" in out.err
+    assert main(["--compare", "a1b2c", "latest", "--results-dir", str(tmp_path)]) == 2  # too short a prefix
+    assert "no sweep, study or run named 'a1b2c'" in capsys.readouterr().err

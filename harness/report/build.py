@@ -16,7 +16,7 @@ from ..plugins import plugin_manager
 from ..records import sweeps
 from . import plots
 from .published import published_tables
-from .runs import Run, _tracker, find_sweeps, load_runs
+from .runs import Run, find_sweeps, load_runs, tracker_of
 from .tables import (
     LAYOUTS,
     METRICS,
@@ -164,7 +164,7 @@ def _html(state: dict[str, Any], runs: list[Run], tables: list[Table], images: d
 
 def _log(results_dir: str | Path, state: dict[str, Any], folder: Path) -> None:
     """The report as artifacts of the sweep's parent run (skipped, with a warning, when the store is down)."""
-    t = _tracker(results_dir, state)
+    t = tracker_of(results_dir, state)
     if t is None:
         return
     try:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..config import ConfigError
 from ..stats import judge_speedup
-from .runs import Run, find_sweep, load_runs
+from .runs import Run
+from .subjects import find_subject
 from .tables import Table, varying_keys
 
 COLS = ["baseline ms", "candidate ms", "speed-up", "verdict"]
@@ -52,18 +53,21 @@ def parse_threshold(text: str) -> float:
 
 
 def compare(results_dir: str | Path, baseline: str, candidate: str) -> Comparison:
-    """The table of the jobs the two sweeps (ids or study names) share; a job in only one of them
-    is listed with ``missing`` on the other side."""
-    a, b = find_sweep(results_dir, baseline), find_sweep(results_dir, candidate)
-    if a["sweep_id"] == b["sweep_id"]:
-        raise ConfigError(f"--compare needs two different sweeps: both name {a['sweep_id']}")
-    base, cand = load_runs(results_dir, a), load_runs(results_dir, b)
-    keys = _keys(base, cand)
+    """The table of the jobs two sweeps (ids or study names) share, or of two single runs (record or MLflow run
+    ids, ``latest``: :func:`~harness.report.subjects.find_subject`); a job in only one sweep is listed with
+    ``missing`` on the other side."""
+    a, b = find_subject(results_dir, baseline), find_subject(results_dir, candidate)
+    if a.name == b.name:
+        raise ConfigError(f"--compare needs two different sweeps or runs: both name {a.name}")
+    base, cand = a.runs, b.runs
     pairs: dict[str, list[Run | None]] = {}
+    if len(base) == len(cand) == 1 and not a.sweep_id and not b.sweep_id:  # two single runs: one row, whatever ran
+        pairs[_single_row(base[0], cand[0])] = [base[0], cand[0]]
+    keys = _keys(base, cand)
     for i, runs in enumerate((base, cand)):
-        for run in runs:
+        for run in runs if not pairs else []:
             pairs.setdefault(_key(run, keys), [None, None])[i] = run
-    t = Table(f"{b['sweep_id']} (candidate) against {a['sweep_id']} (baseline): median latency", "job",
+    t = Table(f"{b.name} (candidate) against {a.name} (baseline): median latency", "job",
               list(pairs), COLS, geomean=False, ratio_cols=("speed-up",))
     out = Comparison(t)
     for row, (ra, rb) in pairs.items():
@@ -71,6 +75,12 @@ def compare(results_dir: str | Path, baseline: str, candidate: str) -> Compariso
         if ratio is not None and ratio < 1:
             out.slower[row] = 1 / ratio - 1
     return out
+
+
+def _single_row(a: Run, b: Run) -> str:
+    """The row's name for two single runs: the job where they ran the same, else both."""
+    name_a, name_b = a.record.get("run_name") or a.label, b.record.get("run_name") or b.label
+    return name_a if name_a == name_b else f"{name_a} -> {name_b}"
 
 
 def _cell(t: Table, row: str, col: str, run: Run | None) -> float | None:

@@ -113,7 +113,7 @@ def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any
     return list({s["sweep_id"]: s for s in states}.values())
 
 
-def _tracker(results_dir: str | Path, state: dict[str, Any] | None = None):
+def tracker_of(results_dir: str | Path, state: dict[str, Any] | None = None):
     if not mlflow_available():
         return None
     uri, experiment = sweeps.store_of(results_dir, state)
@@ -127,7 +127,7 @@ def _tracker(results_dir: str | Path, state: dict[str, Any] | None = None):
 
 def _mlflow_sweep(results_dir: str | Path, name: str) -> dict[str, Any] | None:
     """A sweep that ran elsewhere and was uploaded: its parent run, by sweep id or study."""
-    t = _tracker(results_dir)
+    t = tracker_of(results_dir)
     if t is None:
         return None
     for tag in ("harness.sweep_id", "harness.study"):
@@ -154,7 +154,7 @@ def load_runs(results_dir: str | Path, state: dict[str, Any]) -> list[Run]:
                             if entry.get(k) is not None}}
             runs.append(Run(record, entry.get("overrides", [])))
         return runs
-    t = _tracker(results_dir, state)
+    t = tracker_of(results_dir, state)
     children = t.client.search_runs([t.experiment_id], f"tags.`harness.sweep_id` = '{state['sweep_id']}'",
                                     order_by=["attributes.start_time ASC"])
     latest: dict[str, Run] = {}
