@@ -345,7 +345,7 @@ def test_compare_two_sweeps_job_by_job_with_the_ci_and_a_verdict(tmp_path, capsy
     out = capsys.readouterr().out
     lines = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")[1:]]
              for line in out.splitlines() if line.startswith("| ") and not line.startswith("| job")}
-    assert "bbb (candidate) against aaa (baseline)" in out
+    assert "sweep bbb (candidate) against sweep aaa (baseline)" in out
     assert lines["a batch=1"] == ["2.000 ±0.4%", "1.000 ±0.4%", "2.000x [1.989, 2.011]", "faster (100.0%)"]
     assert lines["a batch=8"][2:] == ["0.999x [0.993, 1.004]", "same (within the CI)"]
     # 1.5x with +-30% on both sides: on the log scale [1.03, 2.18], beyond 1 (the linear sum of CIs said "same")
