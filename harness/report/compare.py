@@ -63,10 +63,11 @@ def compare(results_dir: str | Path, baseline: str, candidate: str) -> Compariso
     pairs: dict[str, list[Run | None]] = {}
     if len(base) == len(cand) == 1 and not a.sweep_id and not b.sweep_id:  # two single runs: one row, whatever ran
         pairs[_single_row(base[0], cand[0])] = [base[0], cand[0]]
-    keys = _keys(base, cand)
-    for i, runs in enumerate((base, cand)):
-        for run in runs if not pairs else []:
-            pairs.setdefault(_key(run, keys), [None, None])[i] = run
+    else:
+        keys = _keys(base, cand)
+        for i, runs in enumerate((base, cand)):
+            for run in runs:
+                pairs.setdefault(_key(run, keys), [None, None])[i] = run
     t = Table(f"{b.name} (candidate) against {a.name} (baseline): median latency", "job",
               list(pairs), COLS, geomean=False, ratio_cols=("speed-up",))
     out = Comparison(t)
