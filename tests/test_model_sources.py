@@ -158,16 +158,23 @@ def test_a_users_module_factory_runs_as_given(bench_cfg):
     ({"name": "module", "target": "tests.helpers:nothing"}, r"tests.helpers has no function 'nothing'"),
     ({"name": "inception_v3", "arch": "x"}, r"model.arch is for model=timm/torchvision"),
     ({"name": "onnx", "path": "/nope/x.onnx"}, r"^model.path=/nope/x.onnx: no such file"),
+    ({"name": "onnx", "path": "GARBAGE"}, r"^model.path=.*garbage.onnx: not a valid ONNX model"),
+    ({"name": "module", "target": "tests.helpers:not_a_module"}, r"^model.target=tests.helpers:not_a_module "
+                                                                 r"returned int, not a torch.nn.Module$"),
+    ({"name": "torchvision", "arch": "squeezenet1_0", "image_size": 7},
+     r"^model.image_size=7 is too small for squeezenet1_0: the smallest input it runs at is 21 px$"),
 ])
 def test_bad_models_are_one_line_before_any_work(bench_cfg, tmp_path, model, message):
+    """Issue 58: whatever the parent can know is refused there, before a measuring process or a record."""
+    if model.get("path") == "GARBAGE":
+        model = {**model, "path": str(tmp_path / "garbage.onnx")}
+        (tmp_path / "garbage.onnx").write_bytes(b"this is no protobuf")
     with pytest.raises(ConfigError, match=message):
         run(bench_cfg(model=model), quiet=True)
     assert not (tmp_path / "results" / "records").exists()
 
 
-def test_a_factory_that_returns_no_module_and_a_fixed_batch_file_fail_their_job_in_one_line(bench_cfg, tmp_path):
-    rec = run(bench_cfg(model={"name": "module", "target": "tests.helpers:not_a_module"}), quiet=True)
-    assert rec.status == "FAILED" and "returned int, not a torch.nn.Module" in rec.error
+def test_a_fixed_batch_file_fails_its_job_in_one_line(bench_cfg, tmp_path):
     import torch
 
     path = tmp_path / "fixed.onnx"

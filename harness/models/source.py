@@ -99,9 +99,12 @@ def resolve(cfg: ModelConfig) -> ModelSource:
     if params:
         raise ConfigError(f"model={name} takes model.{SOURCE_KEY[name]} and model.image_size, not model.params "
                           f"({', '.join(sorted(params))}): those are the zoo builders' parameters")
-    if name == "module":
-        return ModelSource("module", _factory(cfg.target), cfg.image_size)
-    return ModelSource(name, _architecture(name, cfg.arch), cfg.image_size)
+    ref = _factory(cfg.target) if name == "module" else _architecture(name, cfg.arch)
+    if name == "module" or cfg.image_size:  # a factory's return, a size chosen: checked here on the meta device
+        wrong = zoos.check_on_meta(name, ref, cfg.image_size)
+        if wrong:
+            raise ConfigError(wrong)
+    return ModelSource(name, ref, cfg.image_size)
 
 
 def _zoo(cfg: ModelConfig, name: str, params: dict[str, Any]) -> ModelSource:
@@ -131,7 +134,15 @@ def _onnx_file(path: str, key: str) -> str:
     if not path:
         raise ConfigError("model=onnx needs the file: add model.path=/abs/net.onnx")
     check_readable(key, Path(path).expanduser())
-    return str(Path(path).expanduser().resolve())
+    resolved = str(Path(path).expanduser().resolve())
+    import onnx
+
+    try:  # the file as the measuring process would read it: refused here, before anything is spawned or recorded
+        onnx.checker.check_model(resolved)
+    except Exception as exc:  # noqa: BLE001 - a parse error, a graph the checker refuses
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{key}={path}: not a valid ONNX model ({first[:200]})") from None
+    return resolved
 
 
 def _architecture(zoo: str, arch: str) -> str:

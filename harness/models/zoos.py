@@ -136,6 +136,49 @@ def _factory(target: str, image_size: int) -> tuple[Any, tuple[int, int, int]]:
     return _first_output_class()(made), (3, size, size)
 
 
+def check_on_meta(kind: str, ref: str, image_size: int) -> str | None:
+    """What is wrong with the model, found in the parent without building its weights: the module made on the
+    meta device and run there at its input size. A factory that returns no ``nn.Module``, or a size too small
+    (with the smallest that works), is the answer; None where nothing is, or where the meta device cannot tell
+    (a factory that loads weights, an operator without a meta kernel): the measuring process finds those."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            if kind == "module":
+                module_name, _, attr = ref.partition(":")
+                made = getattr(importlib.import_module(module_name), attr)()
+                if not isinstance(made, torch.nn.Module):
+                    return f"model.target={ref} returned {type(made).__name__}, not a torch.nn.Module"
+                module, shape = _first_output_class()(made), (3, image_size or DEFAULT_SIZE, image_size or DEFAULT_SIZE)
+            else:
+                module, shape = (_timm if kind == "timm" else _torchvision)(ref, image_size)
+    except Exception:  # noqa: BLE001 - the meta device cannot tell; the measuring process will
+        return None
+    if not image_size or _runs_on_meta(module, shape):
+        return None
+    _, default_shape = (_timm if kind == "timm" else _torchvision)(ref, 0) if kind != "module" else (None, shape)
+    default = DEFAULT_SIZE if kind == "module" else default_shape[1]
+    if default <= image_size or not _runs_on_meta(module, (shape[0], default, default)):
+        return None  # it fails at its own size too: nothing the size explains
+    lo, hi = image_size, default  # fails at lo, runs at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _runs_on_meta(module, (shape[0], mid, mid)) else (mid, hi)
+    return f"model.image_size={image_size} is too small for {ref}: the smallest input it runs at is {hi} px"
+
+
+def _runs_on_meta(module: Any, shape: tuple[int, int, int]) -> bool:
+    import torch
+
+    try:
+        with torch.no_grad():
+            module.eval()(torch.empty(1, *shape, device="meta"))
+        return True
+    except Exception:  # noqa: BLE001 - a shape error (or an operator the meta device lacks: checked by the caller)
+        return False
+
+
 @cache
 def _first_output_class() -> type:
     import torch
