@@ -145,11 +145,10 @@ def notes_on(metrics: dict[str, float], reason: str, r: RunnerConfig) -> list[st
     notes = []
     ci = metrics.get("latency_ci_rel_halfwidth", 0.0)
     n = int(metrics.get("samples", 0))
-    if n < MIN_CI_SAMPLES or r.smoke:  # its number says the backend runs; no CI or noise verdict to give
-        notes.append(f"smoke test: {n} samples, too few for a CI" if n < MIN_CI_SAMPLES else
-                     "smoke test (runner.smoke): the numbers say the backend runs, not how fast")
-        if n < MIN_CI_SAMPLES:
-            return notes
+    if "samples" in metrics and n < MIN_CI_SAMPLES:  # its number says the backend runs; no CI or noise verdict
+        return [f"smoke test: {n} samples, too few for a CI"]
+    if r.smoke:
+        notes.append("smoke test (runner.smoke): the numbers say the backend runs, not how fast")
     if reason != "ci":
         notes.append(f"stopped: {STOP_REASONS[reason]} before the CI target (CI +-{100 * ci:.2f}%, "
                      f"target +-{100 * r.ci_rel_target:.2f}%)")

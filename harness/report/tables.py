@@ -127,7 +127,7 @@ class Table:
             for c in self.cols:
                 v = self.cells.get((r, c), "missing")
                 number = isinstance(v, float)
-                bounds = self.interval(c, v, self.ci.get((r, c))) if number else None
+                bounds = self.interval(c, v, self.ci.get((r, c))) if isinstance(v, float) else None
                 lines.append({self.row_name: r, "column": c, "value": v if number else math.nan,
                               "ci_low": bounds[0] if bounds else math.nan, "ci_high": bounds[1] if bounds else math.nan,
                               "samples": self.samples.get((r, c), math.nan),
