@@ -143,22 +143,18 @@ def check_on_meta(kind: str, ref: str, image_size: int) -> str | None:
     (a factory that loads weights, an operator without a meta kernel): the measuring process finds those."""
     import torch
 
+    build = {"timm": _timm, "torchvision": _torchvision}.get(kind, _factory)
     try:
         with torch.device("meta"):
-            if kind == "module":
-                module_name, _, attr = ref.partition(":")
-                made = getattr(importlib.import_module(module_name), attr)()
-                if not isinstance(made, torch.nn.Module):
-                    return f"model.target={ref} returned {type(made).__name__}, not a torch.nn.Module"
-                module, shape = _first_output_class()(made), (3, image_size or DEFAULT_SIZE, image_size or DEFAULT_SIZE)
-            else:
-                module, shape = (_timm if kind == "timm" else _torchvision)(ref, image_size)
+            module, shape = build(ref, image_size)
+    except UserError as exc:  # the factory's return, refused by the same check a run makes
+        return str(exc)
     except Exception:  # noqa: BLE001 - the meta device cannot tell; the measuring process will
         return None
     if not image_size or _runs_on_meta(module, shape):
         return None
-    _, default_shape = (_timm if kind == "timm" else _torchvision)(ref, 0) if kind != "module" else (None, shape)
-    default = DEFAULT_SIZE if kind == "module" else default_shape[1]
+    with torch.device("meta"):  # the model's own size: its config's, no weights
+        default = DEFAULT_SIZE if kind == "module" else build(ref, 0)[1][1]
     if default <= image_size or not _runs_on_meta(module, (shape[0], default, default)):
         return None  # it fails at its own size too: nothing the size explains
     lo, hi = image_size, default  # fails at lo, runs at hi
