@@ -6,6 +6,14 @@
 #   lane       runner.lane_cores=2 (the default now): the timed loop on the last two cores, as in a sweep
 #   taskset    the whole run on the last two cores from the start (taskset), lane_cores=0
 #   burn       unpinned, with a busy loop on every other core (package C-states, CPU clocks)
+#   burn1      the default lane, with one busy loop on one core off the lane (the host awake, nothing shared)
+#   build      the default lane, with a process off the lane building timm models in a loop on 4 threads (what a
+#              load-aware sweep runs beside a measurement: a CPU phase)
+#   ctx        the default lane, with another process holding an idle CUDA context on the GPU (a sweep's other jobs)
+#   ctxN       the same, the other process holding N MiB of GPU memory (a sweep's other jobs' buffers)
+#   launcher   the job as a one-job sweep under the load-aware launcher (its lane, its slot's threads, its env)
+#   uuid       the default lane, CUDA_VISIBLE_DEVICES as the GPU's UUID (as the launcher sets it)
+#   threads4   the default lane, the run on the cores off the lane with 4 threads until it measures (as a slot)
 # The cores are those local to GPU 0 (sysfs). On the lent GPU machine:
 #   OUT=dir DEADLINE=280 bash bench/gpu_lane_factors.sh [ARCHS=a,b] [REPS=2]
 # In $OUT: factors.csv (condition, arch, rep, host and CUDA-event medians, CV) and each run's console log.
@@ -35,14 +43,29 @@ for rep in $(seq 1 "$REPS"); do
   for arch in ${ARCHS//,/ }; do
     for c in $CONDITIONS; do
       [ $(( $(date +%s) - start )) -lt "$DEADLINE" ] || { echo "deadline: stopped before $c $arch $rep"; break 3; }
-      pre=(); lane=0; burners=()
+      pre=(); lane=0; burners=(); multi=()
       case $c in
         lane) lane=2 ;;
         taskset) pre=(taskset -c "$last2") ;;
         burn) for k in $others; do taskset -c "$k" python3 -c "while True: pass" & burners+=($!); done ;;
+        burn1) lane=2; taskset -c "$(echo $others | awk '{print $1}')" python3 -c "while True: pass" & burners+=($!) ;;
+        build) lane=2; taskset -c "$(echo $others | awk '{print $1","$2","$3","$4}')" python3 -c "
+import timm, torch
+torch.set_num_threads(4)
+while True:
+    timm.create_model('convnextv2_nano')" & burners+=($!) ;;
+        launcher) lane=2; multi=(-m hydra/launcher=loadaware) ;;
+        uuid) lane=2; pre=(env "CUDA_VISIBLE_DEVICES=$(nvidia-smi -i 0 --query-gpu=uuid --format=csv,noheader)") ;;
+        threads4) lane=2; pre=(env OMP_NUM_THREADS=4 MKL_NUM_THREADS=4 taskset -c "$(echo $others | tr ' ' ',')") ;;
+        ctx[0-9]*) lane=2; mb=${c#ctx}; python3 -c "
+import time, torch
+held = torch.empty(int(${mb:-0}) << 20, dtype=torch.uint8, device='cuda'); time.sleep(600)" & burners+=($!); sleep 5 ;;
+        ctxold) lane=2; python3 -c "
+import time, torch
+torch.zeros(1, device='cuda'); time.sleep(600)" & burners+=($!); sleep 4 ;;
       esac
       rm -rf "$rd"
-      "${pre[@]}" python3 -m harness model=timm model.arch="$arch" backend=pytorch_cudagraph precision=fp16 batch=1 \
+      "${pre[@]}" python3 -m harness "${multi[@]}" model=timm model.arch="$arch" backend=pytorch_cudagraph precision=fp16 batch=1 \
         device=cuda runner.max_time_s=3 runner.lane_cores=$lane ++backend.store="$rd" tracking.results_dir="$rd" \
         >"$OUT/${c}_${arch}_$rep.log" 2>&1
       [ ${#burners[@]} -gt 0 ] && kill "${burners[@]}" 2>/dev/null; wait 2>/dev/null

@@ -88,6 +88,31 @@ def test_inductors_options_are_checked_naming_what_it_accepts():
         PyTorchConfig(compile_threads=-1)
 
 
+def test_cudnn_search_is_checked_and_its_first_call_holds_the_device(monkeypatch):
+    with pytest.raises(ConfigError, match=r"^backend.cudnn_search='fastest' is invalid; choose one of: "
+                                          r"benchmark, heuristic$"):
+        PyTorchConfig(cudnn_search="fastest")
+    # where cuDNN times its plans (a CUDA build's first eager call), the device is held: the calls seen inside it
+    import contextlib
+
+    from harness_plugins.pytorch import backend as pytorch_backend
+    seen: list[str] = []
+
+    @contextlib.contextmanager
+    def held():
+        seen.append("enter")
+        yield 0
+        seen.append("exit")
+
+    class Target:
+        def synchronize(self):
+            seen.append("sync")
+
+    monkeypatch.setattr(pytorch_backend, "exclusive", held)
+    PyTorchBackend._plan_convolutions(Target(), lambda x: seen.append(f"call {x}"), 7)
+    assert seen == ["enter", "call 7", "sync", "exit"]
+
+
 def test_a_second_compile_in_a_new_process_reuses_inductors_cache_in_the_store(bench_cfg):
     # each run in a fresh measuring process: only the cache on disk is shared
     cfg = bench_cfg(**{"backend.mode": "compile", "backend.autotune_conv_backends": "ATEN",

@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.backend import Backend, BackendError, Model, Prepared, store_dir
 from harness.machine.leases import exclusive
-from ios_core.runtime.target import TorchTarget, faster_layout, layout_name, parse_channels_last
+from ios_core.runtime.target import TorchTarget, faster_layout, layout_name, parse_channels_last, use_cudnn_search
 
 from . import inductor
 from .config import COMPILE_LABELS, COMPILE_MODES, LABELS, Mode, PyTorchConfig
@@ -74,10 +74,14 @@ class PyTorchBackend(Backend[PyTorchConfig]):
         import torch
 
         mode = self.cfg.mode.value
+        if device == "cuda":
+            use_cudnn_search(self.cfg.cudnn_search)
         target = TorchTarget(device, precision, channels_last)
         fn = module = target.module(model.module())  # a fresh copy: each layout casts and moves its own
         example = target.tensor(x)
         facts = inductor.CompileFacts()
+        if device == "cuda":
+            self._plan_convolutions(target, module, example)
         if mode == "compile":
             what = f"torch.compile ({self.cfg.compile_mode}) on {model.name}"
             # max-autotune modes time Triton and GEMM candidates on the GPU while compiling: hold it
@@ -96,11 +100,24 @@ class PyTorchBackend(Backend[PyTorchConfig]):
             return target, infer, load, facts
         return target, target.infer_fn(fn), target.tensor, facts
 
+    @staticmethod
+    def _plan_convolutions(target: TorchTarget, module: Any, example: Any) -> None:
+        """One eager call with the device held, where cuDNN picks (and under ``benchmark`` times) each
+        convolution's plan, kept for the process: the CUDA graph, the compiled graph's ATen convolutions and
+        the timed loop reuse them. Timed beside another job's GPU work, cuDNN picks other plans, and the
+        model's latency moves with them (BENCHMARKS.md)."""
+        import torch
+
+        with exclusive(), torch.inference_mode():
+            module(example)
+            target.synchronize()
+
     def _prepared(self, built: Built, mode: str, channels_last: bool, chosen_by: str,
                   metrics: dict[str, float]) -> Prepared:
         target, infer, load, facts = built
         return Prepared(infer=infer, load_input=load, to_numpy=target.to_numpy, synchronize=target.synchronize,
                         cuda_stream=target.stream, device_name=target.device_name(), display_name=self.label(),
                         params={"torch_mode": mode, "layout": layout_name(channels_last),
-                                "layout_chosen_by": chosen_by, **facts.params},
+                                "layout_chosen_by": chosen_by, **facts.params,
+                                **({"cudnn_search": self.cfg.cudnn_search} if target.stream is not None else {})},
                         metrics={**metrics, **facts.metrics}, notes=facts.notes)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from harness.config import BackendConfig, ConfigError, choose
-from ios_core.runtime.target import LAYOUT_CHOICES, parse_channels_last
+from ios_core.runtime.target import CUDNN_SEARCHES, LAYOUT_CHOICES, parse_channels_last
 
 
 class Mode(str, Enum):
@@ -49,6 +49,10 @@ class PyTorchConfig(BackendConfig):
     autotune_conv_backends: str = ""
     autotune_gemm_backends: str = ""
     compile_threads: int = 0  # Inductor's parallel compile workers; 0: the job's CPU share (all cores when alone)
+    #: CUDA: how cuDNN picks each convolution shape's plan, once per process: benchmark (torch's cudnn.benchmark:
+    #: its candidates timed on the shape's first call, the device held meanwhile under the load-aware launcher) or
+    #: heuristic (the first plan its heuristics rank, nothing timed). Every mode's convolutions go through it
+    cudnn_search: str = "benchmark"
 
     def vendor_autotune(self) -> bool:
         """A max-autotune mode that times only cuDNN and cuBLAS for convolutions and GEMMs (no Triton template
@@ -58,6 +62,7 @@ class PyTorchConfig(BackendConfig):
 
     def check(self) -> None:
         choose("backend.compile_mode", self.compile_mode, COMPILE_MODES)
+        choose("backend.cudnn_search", self.cudnn_search, CUDNN_SEARCHES)
         try:  # a str field, so that Hydra can hand it `auto`; `true` arrives as 'True'
             parse_channels_last(self.channels_last)
         except ValueError:
