@@ -111,24 +111,41 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
         faults.point("job.indexed")
     save_record(record, tr["results_dir"], pending=tr["enabled"])
     faults.point("job.saved")
-    in_a_sweep_stopping = interrupted is not None and os.environ.get(ENV_JOB)  # a load-aware worker's job
-    if not in_a_sweep_stopping:  # a stopping sweep's tree ends within seconds: MLflow's logging waits for upload
-        deliver(record, tr["results_dir"])
-    if interrupted is not None:
-        launched = launched_apart()
-        if sweep and sweep.get("sweep_id") and not launched:
-            sweeps.close(tr["results_dir"], tracking, "KILLED")  # Hydra skips its end-of-sweep callback
-        where = f"{tr['results_dir']}/records" + ("/pending (python -m harness.upload logs it to MLflow)"
-                                                  if in_a_sweep_stopping and tr["enabled"] else "")
-        print(f"interrupted: {record.run_name} stopped by {interrupted}; its record is kept "
-              f"(status KILLED) under {where}", file=sys.stderr, flush=True)
-        if not launched:
-            raise SystemExit(128 + interrupted.signum)
-    if not quiet:
-        print(line, file=sys.stdout if outcome.ok else sys.stderr, flush=True)
-        if outcome.ok:
-            print(stats_line(record, tr["results_dir"]), flush=True)
+    _hand_over(record, tr, tracking, sweep, line, outcome.ok, interrupted, quiet)
     return record
+
+
+def _hand_over(record: Record, tr: dict[str, Any], tracking: dict[str, Any], sweep: dict[str, str] | None,
+               line: str, ok: bool, interrupted: Interrupted | None, quiet: bool) -> None:
+    """The saved record to the user first (its summary as soon as it is safe on disk), then to MLflow: a
+    single run's now, a sweep's in one batch when the sweep ends (callbacks), a job launched apart (SLURM) its
+    own; a stopping load-aware sweep's stay pending, as its tree ends within seconds."""
+    in_a_sweep_stopping = interrupted is not None and bool(os.environ.get(ENV_JOB))  # a load-aware worker's job
+    batched = _batched(sweep)
+    send = not in_a_sweep_stopping and not batched
+    launched = launched_apart()
+    if not quiet and (interrupted is None or launched):
+        print(line, file=sys.stdout if ok else sys.stderr, flush=True)
+        if ok:
+            print(stats_line(record, tr["results_dir"], delivering=send and tr["enabled"]), flush=True)
+    if send:
+        deliver(record, tr["results_dir"])
+    if interrupted is None:
+        return
+    if sweep and sweep.get("sweep_id") and not launched:
+        sweeps.close(tr["results_dir"], tracking, "KILLED")  # Hydra skips its end-of-sweep callback
+    where = f"{tr['results_dir']}/records" + ("/pending (python -m harness.upload logs it to MLflow)"
+                                              if not send and tr["enabled"] else "")
+    print(f"interrupted: {record.run_name} stopped by {interrupted}; its record is kept "
+          f"(status KILLED) under {where}", file=sys.stderr, flush=True)
+    if not launched:
+        raise SystemExit(128 + interrupted.signum)
+
+
+def _batched(sweep: dict[str, str] | None) -> bool:
+    """Whether the sweep sends its jobs' records to MLflow in one batch when it ends (its callback said so), not
+    each job its own; a job launched apart (SLURM: another node, at another time) still sends its own."""
+    return bool(sweep and sweep.get("deliver") == sweeps.DELIVER_AT_END) and not launched_apart()
 
 
 def _take_outcome(record: Record, spec: RunSpec, outcome: Outcome, interrupted: Interrupted | None,
@@ -208,16 +225,17 @@ def _in_processes(job: Any, spec: RunSpec) -> Outcome:
     return Outcome(True, repeats.combine(results, spec.cfg.batch, runner))
 
 
-def stats_line(record: Record, results_dir: str) -> str:
+def stats_line(record: Record, results_dir: str, delivering: bool = False) -> str:
     """Under the summary line, as trtexec prints: the latency statistics the run has enough samples for,
-    the throughput, the CI, and where the record went."""
+    the throughput, the CI, and where the record went (``delivering``: where it goes once MLflow has it)."""
     m = record.metrics
     parts = [f"{k} {m[f'latency_{k}_ms']:.4g}" for k in ("min", "mean", "median") if f"latency_{k}_ms" in m]
     parts += [f"{key[len('latency_'):-len('_ms')]} {m[key]:.4g}" for key in sorted(m, key=_pct)
               if _pct(key) > 0 and _pct(key) != 50]  # p50 is the median
     base = records_dir(results_dir)
-    path = next((p for p in (base / f"{record.run_id}.json", base / "pending" / f"{record.run_id}.json")
-                 if p.exists()), base / f"{record.run_id}.json")
+    path = base / f"{record.run_id}.json"
+    if not delivering and not path.exists() and (base / "pending" / path.name).exists():
+        path = base / "pending" / path.name
     ci = m.get("latency_ci_rel_halfwidth")
     between = f" between {int(m['processes'])} processes" if m.get("processes", 1) > 1 else ""
     return (f"  latency ms: {', '.join(parts)} ({int(m.get('samples', 0))} samples"
@@ -286,7 +304,7 @@ def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str
     if record is None or entry is None:
         return None
     sweeps.mark_reused(results_dir, sweep, plain)
-    if (records_dir(results_dir) / "pending" / f"{record.run_id}.json").exists():
+    if (records_dir(results_dir) / "pending" / f"{record.run_id}.json").exists() and not _batched(sweep):
         deliver(record, results_dir)  # killed while logging it: the earlier MLflow run is completed, not doubled
     if not quiet:
         lat = record.metrics.get("latency_median_ms")

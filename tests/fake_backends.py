@@ -52,6 +52,24 @@ class Wrong(Backend):
         return Prepared(infer=lambda x: np.zeros((x.shape[0], *model.graph().output_shape)) + 1.0)
 
 
+class Transposed(Backend):
+    """A correct float32 evaluation of the model's module, fed its input with the NHWC memory read as NCHW."""
+    name = "test_transposed"
+    forms = ("module",)
+
+    def prepare(self, model, batch, device, precision):
+        import torch
+
+        module = model.module().float().eval()
+
+        def infer(x):
+            n, c, h, w = x.shape
+            mangled = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, c, h, w)
+            with torch.no_grad():
+                return module(torch.from_numpy(mangled)).numpy()
+        return Prepared(infer=infer)
+
+
 class Missing(Backend):
     name = "test_missing"
     requires = ("surely_not_a_module_xyz",)
@@ -81,4 +99,4 @@ class Counting(Backend):
 
 @hookimpl
 def harness_backends():
-    return [Crash, Hang, HangWithWorker, Boom, Wrong, Missing, Counting]
+    return [Crash, Hang, HangWithWorker, Boom, Wrong, Transposed, Missing, Counting]

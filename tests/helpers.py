@@ -81,3 +81,20 @@ def slow_net():
 
     time.sleep(60)
     return tiny_net()
+
+
+def cancelling_net():
+    """An ill-conditioned module: its output is the difference of two terms 10^4 times larger, so float32's
+    rounding of them leaves about 1e-3 relative error in any correct float32 evaluation (above the fixed fp32
+    tolerance), as a deep random network's amplification does."""
+    from torch import nn
+
+    class Cancelling(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return (y * 1e4 + y) - y * 1e4
+    return Cancelling()

@@ -161,6 +161,11 @@ def test_energy_per_inference_and_memory_from_nvml():
     assert m["memory_used_nvml_mb"] == 3072.0 and m["memory_peak_mb"] == 3072.0  # no torch allocation here
     assert m["memory_peak_rss_mb"] > 10
     assert usage_text(m["memory_peak_mb"], m["energy_per_inference_mj"]) == "3072 MB, 10 mJ"
+    jumped = EnergyNVML([1_000_000.0, 1_000_000.0 + 77e6])  # 77 kJ in a moment: a counter that jumped
+    jumped.nvmlDeviceGetEnforcedPowerLimit = lambda h: 700_000  # mW
+    meter = UsageMeter("cuda", jumped, 0).start()
+    meter.stop(calls=5000)
+    assert "energy_per_inference_mj" not in meter.metrics() and meter.metrics()["energy_counter_implausible_w"] > 1050
     old = UsageMeter("cuda", FakeNVML(), 0).start()  # a GPU without the counter: no energy, no failure
     old.stop(calls=5)
     assert "energy_per_inference_mj" not in old.metrics()

@@ -21,6 +21,8 @@ pytest.importorskip("mlflow")
 from . import services  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
+# one SLURM cluster and one tracking server for the module: under pytest-xdist all its tests go to one worker
+pytestmark = pytest.mark.xdist_group("services")
 for _kind in ("slurm", "postgres"):
     if (_why := services.missing(_kind)) is not None:
         pytest.skip(_why, allow_module_level=True)

@@ -46,3 +46,31 @@ def test_onnx_model_that_cannot_see_its_input_is_warned_about(bench_cfg, tmp_pat
     with pytest.warns(UserWarning, match="the correctness check cannot see the input"):
         rec = harness.run(bench_cfg(**{"model": {"name": "onnx", "params": {"path": str(path)}}}), quiet=True)
     assert rec.metrics["check_input_sensitivity"] == 0.0
+
+
+def test_an_ill_conditioned_model_passes_within_its_own_rounding_and_a_transposed_input_still_fails(bench_cfg):
+    """The fixed fp32 tolerance fails every correct backend on a model whose own conditioning amplifies rounding;
+    the check then allows a margin over the model evaluated in the precision on the CPU, and no more."""
+    import harness
+    from harness.measure.protocol import PRECISION_MARGIN
+
+    model = {"name": "module", "target": "tests.helpers:cancelling_net", "image_size": 8}
+    rec = harness.run(bench_cfg(model=model), quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    m = rec.metrics
+    assert m["max_rel_error"] > TOLERANCE["fp32"] and m["check_precision_error"] > TOLERANCE["fp32"]
+    assert m["check_tolerance"] == pytest.approx(PRECISION_MARGIN * m["check_precision_error"])
+    assert m["max_rel_error"] <= m["check_tolerance"] < 0.25
+    bad = harness.run(bench_cfg(model=model, **{"backend.name": "test_transposed"}), quiet=True)
+    assert bad.status == "FAILED"
+    assert bad.error.startswith("CorrectnessError: output mismatch: relative error ")
+    assert f"exceeds {PRECISION_MARGIN:g}x the error of the model evaluated in fp32 on the CPU" in bad.error
+
+
+def test_a_well_conditioned_model_keeps_the_fixed_tolerance(bench_cfg):
+    import harness
+
+    rec = harness.run(bench_cfg(model={"name": "module", "target": "tests.helpers:tiny_net", "image_size": 8}),
+                      quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert rec.metrics["check_tolerance"] == TOLERANCE["fp32"] and "check_precision_error" not in rec.metrics

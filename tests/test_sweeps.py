@@ -140,11 +140,12 @@ def test_a_sweep_killed_with_kill_9_resumes_where_it_stopped(tmp_path):
                             start_new_session=True)
     deadline = time.time() + 240
 
-    def recorded():  # jobs whose entry and record are both written (the entry comes first)
-        out = []
+    def recorded():  # jobs whose entry and record are both written (the entry comes first; the record waits in
+        out = []     # pending/ for the batch the sweep's end sends to MLflow)
         for p in (tmp_path / "r" / "records" / "sweeps").glob("*/jobs/*.json"):
             with contextlib.suppress(ValueError, OSError):
-                if (tmp_path / "r" / "records" / f"{json.loads(p.read_text())['record_id']}.json").exists():
+                name = f"{json.loads(p.read_text())['record_id']}.json"
+                if any((tmp_path / "r" / "records" / where / name).exists() for where in ("", "pending")):
                     out.append(p)
         return out
 

@@ -61,6 +61,13 @@ class UsageMeter:
         except Exception:  # an older GPU or driver without the counter
             return None
 
+    def _power_ceiling_w(self) -> float:
+        """The most power a reading may imply: 1.5x the GPU's enforced limit, or 2 kW where NVML has none."""
+        try:
+            return 1.5 * float(self.nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle())) / 1e3
+        except Exception:  # an older driver, a fake
+            return 2000.0
+
     def start(self) -> UsageMeter:
         if self.device == "cuda":
             self._out.update(_prepare_peak())
@@ -77,7 +84,11 @@ class UsageMeter:
         end = self._energy_mj()
         if self._energy0 is not None and end is not None and calls > 0 and elapsed > 0 and end >= self._energy0:
             used = end - self._energy0
-            self._out.update(energy_per_inference_mj=used / calls, power_mean_w=used / 1e3 / elapsed)
+            power = used / 1e3 / elapsed
+            if power <= self._power_ceiling_w():
+                self._out.update(energy_per_inference_mj=used / calls, power_mean_w=power)
+            else:  # the counter jumped (seen on a fresh machine's first run): no energy rather than a wrong one
+                self._out["energy_counter_implausible_w"] = power
         if self.device == "cuda":
             self._out.update(self._device_memory())
         self._out["memory_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB

@@ -19,7 +19,7 @@ from ios_core.interpreters import reference_forward
 from ios_core.ir import Graph
 from ios_core.models import build_model
 
-from . import onnx_io, zoos
+from . import onnx_io, rounding, zoos
 from .errors import FormError
 from .source import ModelSource
 
@@ -40,6 +40,7 @@ class Model:
         self._failed: dict[str, str] = {}
         self._shape: tuple[int, int, int] | None = None
         self._reference: tuple[str, Callable[[np.ndarray], np.ndarray]] | None = None
+        self._in_precision: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
 
     @classmethod
     def from_graph(cls, graph: Graph, batch: int = 1) -> Model:
@@ -112,6 +113,15 @@ class Model:
         """The float64 output for ``x``: the module in float64 on the CPU, or the IR's reference executor
         (zoo models, ONNX files the IR imports), or onnx's reference evaluator on a float64 copy."""
         return self._reference_fn()[1](x)
+
+    def in_precision(self, x: np.ndarray, precision: str) -> np.ndarray | None:
+        """The output for ``x`` of the model evaluated as a correct backend would in ``precision``
+        (:mod:`.rounding`), or None where the model has no module of its own (the IR's zoo, ONNX files)."""
+        if not self.source.is_module:
+            return None
+        if precision not in self._in_precision:
+            self._in_precision[precision] = rounding.evaluator(self._form("module", self._source_module), precision)
+        return self._in_precision[precision](x)
 
     @property
     def reference_kind(self) -> str:

@@ -20,7 +20,15 @@ from ..machine.environment import sweep_device
 from ..machine.leases import read_summary
 from ..records import faults, sweeps
 from ..records.store import StoreError
-from ..records.tracking import Tracker, mlflow_available, store_of, write_json
+from ..records.tracking import (
+    Tracker,
+    deliver_pending,
+    mlflow_available,
+    records_dir,
+    store_of,
+    upload_command,
+    write_json,
+)
 from . import sweep_table
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
@@ -113,7 +121,8 @@ class SweepCallback(Callback):
         faults.point("sweep.started")
         self.sweep = THIS.sweep = Sweep(str(results_dir), info["sweep_id"])
         Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
-        (Path(config.hydra.sweep.dir) / INFO_FILE).write_text(json.dumps(info))
+        # its jobs leave their records pending for the one batch on_multirun_end sends (job._hand_over)
+        (Path(config.hydra.sweep.dir) / INFO_FILE).write_text(json.dumps({**info, "deliver": sweeps.DELIVER_AT_END}))
         if not tracking["enabled"] or not mlflow_available():
             return
         try:
@@ -143,6 +152,7 @@ class SweepCallback(Callback):
         jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))
         sweep.failed = sum(j["status"] not in sweeps.DONE for j in jobs)
         _launcher_summary(config, results_dir, info, state)
+        _deliver_batch(config, results_dir, info["sweep_id"])
         sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")
         sweep_table.log_speedups(results_dir, info["sweep_id"], baseline)
@@ -150,6 +160,19 @@ class SweepCallback(Callback):
         sweep_table.print_table(results_dir, info["sweep_id"], baseline)
         for line in sweep_table.where_to_look(results_dir, info["sweep_id"]):
             print(line, flush=True)
+
+
+def _deliver_batch(config: Any, results_dir: str, sweep_id: str) -> None:
+    """The sweep's records to MLflow, one batch at its end (its jobs left them pending): one import of MLflow and
+    one store opened, not one of each per job, and nothing of MLflow's beside a measurement. A store that
+    needs a fix, or is down, leaves them pending for ``python -m harness.upload``, said in one line."""
+    if not _tracking(config)["enabled"]:
+        return
+    try:
+        deliver_pending(results_dir, sweep_id)
+    except StoreError as exc:
+        print(f"error: {exc}; the sweep's records stay in {records_dir(results_dir)}/pending: run "
+              f"`{upload_command(results_dir)}` once it is fixed", file=sys.stderr)
 
 
 def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state: dict[str, Any]) -> None:

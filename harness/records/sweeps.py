@@ -36,6 +36,9 @@ from .store import StoreError
 from .tracking import MAX_PARAM_LEN, Tracker, mlflow_available, records_dir, write_json
 from .tracking import store_of as tracking_store
 
+#: a sweep dict's "deliver" where its end (the Hydra callback) sends its jobs' records to MLflow in one batch
+DELIVER_AT_END = "at_end"
+
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
 DONE = ("FINISHED", "SKIPPED")  # a job that needs no rerun: measured, or its backend cannot run on this machine
 

@@ -284,10 +284,12 @@ def upload_command(results_dir: str | Path) -> str:
                                          else f" --results-dir {Path(results_dir).resolve()}")
 
 
-def deliver(record: Record, results_dir: str | Path) -> str | None:
+def deliver(record: Record, results_dir: str | Path, trackers: dict[tuple[str, str], Tracker] | None = None
+            ) -> str | None:
     """Send a saved record to its store; on success move it out of pending.
     Returns the MLflow run id, or None (with a one-line warning) when it stays pending; raises
-    :class:`store.StoreError` (the record stays pending) when the store needs a fix first."""
+    :class:`store.StoreError` (the record stays pending) when the store needs a fix first. ``trackers``: the
+    stores opened so far, kept across a batch of records (opening one costs seconds)."""
     tr = record.tracking
     if not tr.get("enabled", True):
         return None
@@ -297,7 +299,10 @@ def deliver(record: Record, results_dir: str | Path) -> str | None:
         return None
     uri, experiment = store_of(results_dir, tr)
     try:
-        rid = Tracker(uri, experiment).log(record)
+        tracker = (trackers or {}).get((uri, experiment)) or Tracker(uri, experiment)
+        if trackers is not None:
+            trackers[(uri, experiment)] = tracker
+        rid = tracker.log(record)
     except store.StoreError:  # the store needs a fix: the caller says so in one line (records stay pending)
         raise
     except Exception as exc:  # store down or unreachable: keep the record for a later upload
@@ -310,3 +315,15 @@ def deliver(record: Record, results_dir: str | Path) -> str | None:
     faults.point("deliver.saved")
     (records_dir(results_dir) / "pending" / f"{record.run_id}.json").unlink(missing_ok=True)
     return rid
+
+
+def deliver_pending(results_dir: str | Path, sweep_id: str | None = None) -> tuple[int, int]:
+    """Send the pending records (those of one sweep where ``sweep_id`` is given) in one batch, each store opened
+    once; returns (sent, pending before). Each record is sent and moved on its own, so a batch killed midway
+    leaves the rest pending for the next one or ``python -m harness.upload``."""
+    paths = pending_records(results_dir)
+    records = [Record.from_dict(json.loads(p.read_text())) for p in paths]
+    if sweep_id is not None:
+        records = [r for r in records if r.tracking.get("sweep_id") == sweep_id]
+    trackers: dict[tuple[str, str], Tracker] = {}
+    return sum(deliver(r, results_dir, trackers) is not None for r in records), len(records)
