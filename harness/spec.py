@@ -107,13 +107,15 @@ def _input_files(cfg: BenchConfig) -> dict[str, str]:
 
 
 def check_results_dir(path: str) -> None:
-    """Fail before any work when the results folder cannot be written."""
-    p = Path(path)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        probe = p / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigError(f"tracking.results_dir={path} cannot be written ({exc.strerror or exc}); "
-                          f"choose a writable folder") from None
+    """Fail before any work when the results folder, or the folders its records go to, cannot be written."""
+    root = Path(path)
+    for folder in (root, root / "records", root / "records" / "pending"):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = folder / f".write-test-{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            where = "" if folder == root else f" (its {folder.relative_to(root)} folder)"
+            raise ConfigError(f"tracking.results_dir={path} cannot be written{where}: {exc.strerror or exc}; "
+                              f"choose a writable folder") from None

@@ -193,3 +193,71 @@ def test_a_half_made_store_is_refused_in_one_line_and_records_stay_pending(bench
     assert harness.upload.main(["--results-dir", str(results), "--uri", f"sqlite:///{db}"]) == 0
     assert not pending_records(results)
     assert not list(tmp_path.glob(".half.db.*.creating"))  # made in a temporary file, renamed into place
+
+
+def test_a_read_only_store_is_one_line_naming_the_cause_and_the_fix(bench_cfg, tmp_path, monkeypatch):
+    """MLflow wraps SQLAlchemy, which wraps sqlite's own error and puts its autoflush advice first: the warning
+    names what the database said, and the record stays pending for the upload."""
+    import sqlite3
+
+    db = tmp_path / "ro.db"
+    sqlite3.connect(db).execute("create table t (x)").connection.commit()
+    try:
+        sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("insert into t values (1)")
+    except sqlite3.OperationalError as exc:
+        real = exc
+
+    def readonly(self, record):
+        try:
+            raise RuntimeError("(sqlite3.OperationalError) attempt to write a readonly database") from real
+        except RuntimeError as sqlalchemy:
+            raise RuntimeError("(raised as a result of Query-invoked autoflush; consider using a "
+                               "session.no_autoflush block)\n(sqlite3.OperationalError) attempt to write a readonly "
+                               "database\n[SQL: INSERT INTO runs ...]") from sqlalchemy
+    monkeypatch.setattr(tracking.Tracker, "log", readonly)
+    with pytest.warns(UserWarning) as seen:
+        rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
+    (message,) = [str(w.message) for w in seen if "could not log" in str(w.message)]
+    assert "(attempt to write a readonly database)" in message and "autoflush" not in message
+    assert message.endswith(f"records/pending: make it writable, then run `python -m harness.upload "
+                            f"--results-dir {tmp_path / 'results'}` later")
+    assert rec.status == "FINISHED" and len(pending_records(tmp_path / "results")) == 1
+
+
+def test_a_store_made_read_only_says_so_in_one_line_without_tracebacks(tmp_path):
+    """The real thing where the filesystem can make a file immutable (root, ext4: chattr +i)."""
+    results = tmp_path / "r"
+    cmd = [sys.executable, "-m", "harness", "model=sample", "device=cpu", "runner=quick", "backend=overhead",
+           f"tracking.results_dir={results}"]
+    assert subprocess.run(cmd, capture_output=True, text=True).returncode == 0
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(results / "mlflow.db")],
+                                                        capture_output=True).returncode != 0:
+        pytest.skip("this filesystem cannot make a file immutable (chattr +i)")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+    finally:
+        subprocess.run(["chattr", "-i", str(results / "mlflow.db")])
+    assert out.returncode == 0 and "Model: sample" in out.stdout
+    assert out.stderr.strip().splitlines() == [
+        f"warning: could not log to MLflow at sqlite:///{results}/mlflow.db (attempt to write a readonly database); "
+        f"the record is kept in {results}/records/pending: make it writable, then run `python -m harness.upload "
+        f"--results-dir {results}` later"]
+
+
+def test_a_records_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    records = tmp_path / "r" / "records"
+    records.mkdir(parents=True)
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(records)],
+                                                        capture_output=True).returncode != 0:
+        pytest.skip("this filesystem cannot make a folder immutable (chattr +i)")
+    try:
+        out = subprocess.run([sys.executable, "-m", "harness", "model=sample", "device=cpu", "runner=quick",
+                              "backend=overhead", f"tracking.results_dir={tmp_path / 'r'}"], capture_output=True,
+                             text=True)
+    finally:
+        subprocess.run(["chattr", "-i", str(records)])
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        f"error: tracking.results_dir={tmp_path / 'r'} cannot be written (its records folder): Operation not "
+        f"permitted; choose a writable folder"]
+    assert not (tmp_path / "r" / "mlflow.db").exists() and not (records / "pending").exists()

@@ -10,6 +10,7 @@ is lost. A sweep is a parent run (found or created by its sweep id) with child r
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import warnings
@@ -120,6 +121,8 @@ class Tracker:
     def __init__(self, uri: str, experiment: str):
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+        if not os.environ.get("HARNESS_DEBUG"):  # its SQLAlchemy tracebacks: deliver says the cause in one line
+            logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         from mlflow.tracking import MlflowClient
 
         self.uri, self.experiment = uri, experiment
@@ -284,6 +287,23 @@ def upload_command(results_dir: str | Path) -> str:
                                          else f" --results-dir {Path(results_dir).resolve()}")
 
 
+def root_cause(exc: BaseException) -> str:
+    """The first line of what went wrong at the bottom of an exception's chain: MLflow wraps SQLAlchemy, which
+    wraps the database's own error and puts its advice (``Query-invoked autoflush``) in the first line."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    text = str(exc).strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    database = [line for line in lines if line.startswith("(sqlite3.") or line.startswith("(psycopg")]
+    line = (database or lines or [type(exc).__name__])[0]
+    return line.split(") ", 1)[1] if line.startswith("(") and ") " in line else line
+
+
 def deliver(record: Record, results_dir: str | Path, trackers: dict[tuple[str, str], Tracker] | None = None
             ) -> str | None:
     """Send a saved record to its store; on success move it out of pending.
@@ -305,10 +325,11 @@ def deliver(record: Record, results_dir: str | Path, trackers: dict[tuple[str, s
         rid = tracker.log(record)
     except store.StoreError:  # the store needs a fix: the caller says so in one line (records stay pending)
         raise
-    except Exception as exc:  # store down or unreachable: keep the record for a later upload
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        warnings.warn(f"could not log to MLflow at {uri} ({first[:200]}); the record is kept in "
-                      f"{records_dir(results_dir)}/pending: run `{upload_command(results_dir)}` later", stacklevel=2)
+    except Exception as exc:  # store down, unreachable or read-only: keep the record for a later upload
+        cause = root_cause(exc)
+        fix = ("make it writable, then run" if "readonly" in cause.replace("read-only", "readonly") else "run")
+        warnings.warn(f"could not log to MLflow at {uri} ({cause[:200]}); the record is kept in "
+                      f"{records_dir(results_dir)}/pending: {fix} `{upload_command(results_dir)}` later", stacklevel=2)
         return None
     record.mlflow_run_id = rid
     save_record(record, results_dir, pending=False)
