@@ -28,7 +28,7 @@ from .models import MODEL_KEYS
 from .plugins import label_options, register_configs
 from .records import faults, sweeps
 from .records.record import Measurement, Record, Status
-from .records.tracking import deliver, flatten, records_dir, save_record
+from .records.tracking import deliver, delivering, flatten, records_dir, save_record
 from .spec import RunSpec, resolve_run
 
 
@@ -129,7 +129,8 @@ def _hand_over(record: Record, tr: dict[str, Any], tracking: dict[str, Any], swe
         if ok:
             print(stats_line(record, tr["results_dir"], delivering=send and tr["enabled"]), flush=True)
     if send:
-        deliver(record, tr["results_dir"])
+        with delivering(tr["results_dir"]):
+            deliver(record, tr["results_dir"])
     if interrupted is None:
         return
     if sweep and sweep.get("sweep_id") and not launched:

@@ -94,7 +94,8 @@ def check(folder: Path, db: Path, log: str | None) -> None:
     assert batches == [1, 2], f"one record per job expected, got batches {batches}"
     assert all(r["status"] == "FINISHED" for r in records)
     assert schema_problem(db) is None
-    assert not list(db.parent.glob(f".{db.name}.*.creating"))  # a killed creation's temporary file is gone
+    assert not list(db.parent.glob(f".{db.name}.*.creating*"))  # a killed creation's temporary file (and its
+    # sqlite journal) is gone
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")

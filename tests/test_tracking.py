@@ -261,3 +261,27 @@ def test_a_records_folder_that_cannot_be_written_is_refused_before_any_work(tmp_
         f"error: tracking.results_dir={tmp_path / 'r'} cannot be written (its records folder): Operation not "
         f"permitted; choose a writable folder"]
     assert not (tmp_path / "r" / "mlflow.db").exists() and not (records / "pending").exists()
+
+
+def test_ctrl_c_while_logging_names_where_the_record_is_and_the_upload(bench_cfg, tmp_path, monkeypatch, capsys):
+    def interrupted(self, record):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(tracking.Tracker, "log", interrupted)
+    with pytest.raises(SystemExit) as ended:
+        harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)
+    assert ended.value.code == 130
+    results = tmp_path / "results"
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"interrupted: stopped by SIGINT while logging to MLflow; the record is kept in {results}/records/pending: "
+        f"`python -m harness.upload --results-dir {results}` logs it"]
+    assert len(pending_records(results)) == 1
+
+
+def test_a_killed_store_creations_files_and_journal_are_cleaned_up(tmp_path):
+    from harness.records import store
+
+    db = tmp_path / "mlflow.db"
+    for name in (f".{db.name}.999999.creating", f".{db.name}.999999.creating-journal"):
+        (tmp_path / name).write_text("left by a process killed while it made the store")
+    store.ensure(f"sqlite:///{db}")
+    assert db.exists() and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -23,6 +23,7 @@ from ..records.store import StoreError
 from ..records.tracking import (
     Tracker,
     deliver_pending,
+    delivering,
     mlflow_available,
     records_dir,
     store_of,
@@ -169,7 +170,8 @@ def _deliver_batch(config: Any, results_dir: str, sweep_id: str) -> None:
     if not _tracking(config)["enabled"]:
         return
     try:
-        deliver_pending(results_dir, sweep_id)
+        with delivering(results_dir, "the sweep's records are"):
+            deliver_pending(results_dir, sweep_id)
     except StoreError as exc:
         print(f"error: {exc}; the sweep's records stay in {records_dir(results_dir)}/pending: run "
               f"`{upload_command(results_dir)}` once it is fixed", file=sys.stderr)

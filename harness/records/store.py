@@ -52,8 +52,9 @@ def ensure(uri: str) -> None:
     db = sqlite_path(uri)
     if db is None or str(db) in _complete:
         return
-    for stale in db.parent.glob(f".{db.name}.*.creating"):  # made by a process killed while creating
-        stale.unlink(missing_ok=True)  # (under the lock: no other process is making one now)
+    for pattern in (f".{db.name}.*.creating", f".{db.name}.*.creating-journal"):  # made by a process killed while
+        for stale in db.parent.glob(pattern):  # creating, and sqlite's journal of it (under the lock: no other
+            stale.unlink(missing_ok=True)  # process is making one now)
     if not db.exists() or db.stat().st_size == 0 or _tables(db) == set():  # nothing written yet
         _create(db)
     else:

@@ -9,11 +9,15 @@ is lost. A sweep is a parent run (found or created by its sweep id) with child r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
+import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -285,6 +289,22 @@ def upload_command(results_dir: str | Path) -> str:
     default = Path(TrackingConfig.results_dir).resolve()
     return "python -m harness.upload" + ("" if Path(results_dir).resolve() == default
                                          else f" --results-dir {Path(results_dir).resolve()}")
+
+
+@contextlib.contextmanager
+def delivering(results_dir: str | Path, what: str = "the record is") -> Iterator[None]:
+    """Ctrl-C (or SIGTERM) while records go to MLflow: one line naming where they are kept and the command that
+    logs them, exit 128 + the signal; under ``--debug`` the interrupt as it is."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if os.environ.get("HARNESS_DEBUG"):
+            raise
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        print(f"interrupted: stopped by {signal.Signals(signum).name} while logging to MLflow; {what} kept in "
+              f"{records_dir(results_dir)}/pending: `{upload_command(results_dir)}` logs it", file=sys.stderr,
+              flush=True)
+        raise SystemExit(128 + signum) from None
 
 
 def root_cause(exc: BaseException) -> str:
