@@ -73,11 +73,19 @@ def open_runs_table(url: str, shot: Path | None = None) -> str:
         d.quit()
 
 
-def test_the_runs_table_shows_the_sweep_with_latency(tmp_path):
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """One CPU sweep of two backends (PyTorch and the harness's overhead), shared: (its folder, its console)."""
+    tmp_path = tmp_path_factory.mktemp("sweep")
     res = subprocess.run([sys.executable, "-m", "harness", "-m", "model=sample", "device=cpu", "runner=quick",
                           "backend=pytorch,overhead", f"tracking.results_dir={tmp_path}"],
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-2000:]
+    return tmp_path, res
+
+
+def test_the_runs_table_shows_the_sweep_with_latency(swept):
+    tmp_path, res = swept
     records = [json.loads(p.read_text()) for p in (tmp_path / "records").glob("*.json")]
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
@@ -104,3 +112,38 @@ def test_the_runs_table_shows_the_sweep_with_latency(tmp_path):
         shown = [float(x) for x in re.findall(r"\d+\.\d+(?:e-?\d+)?", row)]
         assert any(abs(v - rec["metrics"]["latency_median_ms"]) <= 1e-3 * rec["metrics"]["latency_median_ms"] + 1e-3
                    for v in shown), (row, rec["metrics"]["latency_median_ms"])
+
+
+def test_the_html_report_opens_in_a_browser_with_its_tables_distributions_and_environment(swept):
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    results, res = swept
+    (sweep_id,) = re.findall(r"report: python -m harness.report (\w+)", res.stdout)
+    made = subprocess.run([sys.executable, "-m", "harness.report", sweep_id, "--results-dir", str(results),
+                           "--no-mlflow"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert made.returncode == 0, made.stderr[-2000:]
+    (folder,) = (results / "reports").glob(f"*{sweep_id}")
+    first = (folder / "report.md").read_text().split("| sample |")[1].split("\n")[0]
+    cells = [c.strip() for c in first.split("|") if c.strip()]  # the first table's row, as written
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,900", "--disable-dev-shm-usage"):
+        opts.add_argument(arg)
+    d = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    try:
+        d.get((folder / "index.html").as_uri())
+        text = d.find_element(By.TAG_NAME, "body").text
+        images = {img.get_attribute("alt"): img.get_property("naturalWidth") for img in d.find_elements(By.TAG_NAME,
+                                                                                                         "img")}
+        page_width = d.execute_script("return document.documentElement.scrollWidth")
+        d.save_screenshot(str(folder / "page.png"))
+    finally:
+        d.quit()
+    assert len(cells) == 2 and all(c in text for c in cells), (cells, text[:2000])
+    assert images.get("latency-distributions", 0) > 300  # the plot of each job's samples, decoded and drawn
+    assert "environment" in text and "PyTorch" in text and "Summary lines" in text
+    assert "IOS" not in text  # nothing names a backend the sweep did not run
+    assert page_width <= 1200  # no line runs off the page
+    assert (folder / "page.png").stat().st_size > 20_000

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"report: {folder / 'index.html'}")
-    print((folder / "report.md").read_text().split("### IOS summary lines")[0])
+    print((folder / "report.md").read_text().split("### Summary lines")[0])
     return 0
 
 

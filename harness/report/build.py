@@ -1,4 +1,4 @@
-"""Write a study's report: tables (Markdown, CSV), plots (PNG, SVG), the IOS summary lines
+"""Write a study's report: tables (Markdown, CSV), plots (PNG, SVG), the runs' summary lines
 and one self-contained HTML page, under ``results/reports/<study>-<sweep id>/``; log them as
 artifacts of the sweep's MLflow parent run."""
 
@@ -25,6 +25,7 @@ from .tables import (
     baseline_column,
     batch_varies_across_columns,
     build_tables,
+    environment_table,
     gpu_table,
     key_name,
     launcher_table,
@@ -79,6 +80,9 @@ def _plots(runs: list[Run], layout: Layout, tables: list[Table], baseline: str,
         out["normalised-throughput"] = plots.bars(bars, base, higher,
                                                   f"{study or 'sweep'}: throughput normalised to "
                                                   f"{base or values[0].cols[0]}")
+    spread = plots.distributions(runs)
+    if spread is not None:
+        out["latency-distributions"] = spread
     return out
 
 
@@ -104,7 +108,8 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
 
     extra = [t for tables in plugin_manager().hook.harness_report_tables(runs=runs, layout=layout) for t in tables]
     extra += [*published_tables(runs, layout, study, baseline), op_table(runs, layout),
-              launcher_table(states, list(map(len, per_sweep))), gpu_table(runs), usage_table(runs)]
+              launcher_table(states, list(map(len, per_sweep))), gpu_table(runs), usage_table(runs),
+              environment_table(runs)]
     tables += [t for t in extra if t is not None]
     md = [f"# {study or 'sweep'} ({state['sweep_id']})", "", f"`{state.get('sweep_command', '')}`", "",
           f"Device: {_devices(runs)}. Status: {state.get('status', '?')}. {len(runs)} job(s), "
@@ -116,7 +121,7 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
         (folder / f"table{i + 1}.csv").write_text(t.csv())
     lines = [str(r.record.get("summary", "")) for r in runs]
     (folder / "summary.txt").write_text("\n".join(lines) + "\n")
-    md += ["### IOS summary lines", "", "```", *lines, "```", ""]
+    md += ["### Summary lines", "", "```", *lines, "```", ""]
     images: dict[str, tuple[bytes, str]] = {}
     if tables and importlib.util.find_spec("matplotlib") is None:
         warnings.warn("matplotlib is not installed: the report has tables but no plots; "
@@ -155,9 +160,10 @@ def _html(state: dict[str, Any], runs: list[Run], tables: list[Table], images: d
     for label, svg in timelines.items():
         if svg:
             parts.append(f"<h3>{html.escape(label)}</h3>" + svg[svg.find("<svg"):])
-    parts.append("<h3>IOS summary lines</h3><pre>" + html.escape("\n".join(lines)) + "</pre>")
+    parts.append("<h3>Summary lines</h3><pre>" + html.escape("\n".join(lines)) + "</pre>")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
-             "margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}img{max-width:100%}")
+             "margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}img{max-width:100%}"
+             "pre{white-space:pre-wrap;overflow-wrap:anywhere}code{overflow-wrap:anywhere}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(state['sweep_id'])}</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
 

@@ -115,3 +115,25 @@ def lines(values: Table) -> tuple[bytes, str]:
     ax.set_title(values.title)
     ax.legend(fontsize=8)
     return _save(fig)
+
+
+def distributions(runs: list[Run]) -> tuple[bytes, str] | None:
+    """Each finished job's timed latencies as a violin with its median marked, one row per job, on a log axis where
+    the samples span more than tenfold (a p99 far from the median stays readable); None without samples."""
+    jobs = [(f"{r.value('model')} {r.label} bs{r.value('batch')}", samples) for r in runs
+            if r.status == "FINISHED" and len(samples := [float(v) for v in r.record.get("latencies_ms") or []
+                                                          if v > 0]) >= 2]
+    if not jobs:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(jobs) + 1.2))
+    data = [samples for _, samples in jobs]
+    ax.violinplot(data, vert=False, showmedians=True, showextrema=True)
+    low, high = min(min(d) for d in data), max(max(d) for d in data)
+    if high / low > 10:
+        ax.set_xscale("log")
+    ax.set_yticks(range(1, len(jobs) + 1), [name for name, _ in jobs])
+    ax.invert_yaxis()  # the sweep's first job on top, as in its tables
+    ax.set_xlabel("latency of each timed call, ms (the median marked)")
+    ax.set_title("latency distribution per job")
+    return _save(fig)

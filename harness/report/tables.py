@@ -420,3 +420,37 @@ def memory_source(run: Run) -> str:
     included), PyTorch's allocator's; NVML's used memory is the whole GPU's, pools a framework reserves up front
     included (JAX takes 75% of the GPU when it starts)."""
     return next((what for key, what in MEMORY_SOURCES.items() if run.metric(key) is not None), "-")
+
+
+#: the environment a report shows, as the records tag it: (what, the tags that can hold it, first found)
+ENVIRONMENT_TAGS = (("GPU", ("torch_device_name", "gpu_name")), ("GPU driver", ("gpu_driver",)), ("CUDA", ("cuda",)),
+                    ("cuDNN", ("cudnn",)), ("GPU max SM clock, MHz", ("gpu_max_sm_clock_mhz",)),
+                    ("clocks locked", ("clock_locked",)), ("CPU", ("cpu_model",)), ("host", ("hostname",)),
+                    ("platform", ("platform",)), ("Python", ("python",)), ("PyTorch", ("torch",)),
+                    ("NumPy", ("numpy",)), ("ONNX", ("onnx",)), ("ios-harness", ("ios_harness",)),
+                    ("git commit", ("git_commit",)), ("uncommitted changes", ("git_dirty",)))
+#: and as they measured it while timing (the range over the runs)
+ENVIRONMENT_METRICS = (("SM clock while timed, MHz", "sm_clock_mean_mhz"), ("cores the timing ran on", "measure_cores"),
+                       ("threads while timed", "measure_threads"), ("load average at the start", "load_avg_start"),
+                       ("load average at the end", "load_avg_end"))
+
+
+def environment_table(runs: list[Run]) -> Table | None:
+    """Where the runs ran: each environment value they recorded (several where they differ), and the range of
+    what they measured while timing; None without runs."""
+    if not runs:
+        return None
+    t = Table("environment", "what", [], ["value"], geomean=False)
+    for what, keys in ENVIRONMENT_TAGS:
+        values = sorted({next((str(tags[k]) for k in keys if tags.get(k) not in (None, "")), "")
+                         for r in runs if (tags := r.record.get("tags", {}))} - {""})
+        if values:
+            t.rows.append(what)
+            t.cells[(what, "value")] = "; ".join(values)
+    for what, key in ENVIRONMENT_METRICS:
+        seen = [v for r in runs if (v := r.metric(key)) is not None]
+        if seen:
+            t.rows.append(what)
+            low, high = min(seen), max(seen)
+            t.cells[(what, "value")] = f"{low:.4g}" if low == high else f"{low:.4g} to {high:.4g}"
+    return t if t.rows else None
