@@ -69,8 +69,25 @@ def resolve_run(cfg: Any) -> RunSpec:
     for key, path in _input_files(typed).items():  # files the child would read: checked here, before any work
         check_readable(key, path)
     source = resolve(typed.model)
+    _check_the_ir_takes(source, backend)
     device = resolve_device(typed.device.type.value)  # device=cuda without a GPU: one line before any work
     return RunSpec(typed, source, backend, device)
+
+
+def _check_the_ir_takes(source: ModelSource, backend: type[Backend]) -> None:
+    """An ONNX file for a backend that does not take ONNX (IOS takes the IR; PyTorch the IR's module): an operator
+    the import cannot take at all is refused here, naming its node, without reading the weights (what only the
+    import finds stays the child's)."""
+    if source.kind != "onnx" or "onnx" in backend.forms or not backend.forms:
+        return
+    import onnx
+
+    from ios_core.onnx.importer import first_unsupported
+
+    why = first_unsupported(onnx.load(source.ref, load_external_data=False))
+    if why:
+        raise ConfigError(f"backend {backend.name} cannot take {source.label}: ios_core's IR, which it needs, cannot "
+                          f"import it: {why}")
 
 
 def _missing(node: Any, key: str) -> bool:
@@ -110,6 +127,8 @@ def check_results_dir(path: str) -> None:
     """Fail before any work when the results folder, or the folders its records go to, cannot be written."""
     root = Path(path)
     for folder in (root, root / "records", root / "records" / "pending"):
+        if folder != root and not folder.is_dir():  # made when a record is saved, in a folder already probed
+            break
         try:
             folder.mkdir(parents=True, exist_ok=True)
             probe = folder / f".write-test-{os.getpid()}"

@@ -174,6 +174,26 @@ def test_bad_models_are_one_line_before_any_work(bench_cfg, tmp_path, model, mes
     assert not (tmp_path / "results" / "records").exists()
 
 
+def test_an_onnx_file_with_an_operator_the_ir_cannot_take_is_refused_before_any_work(bench_cfg, tmp_path):
+    import torch
+
+    from tests.helpers import cumsum_net
+
+    path = tmp_path / "cum.onnx"
+    torch.onnx.export(cumsum_net(), (torch.zeros(1, 3, 8, 8),), str(path), dynamo=False,
+                      dynamic_axes={"input": {0: "n"}}, input_names=["input"])
+    for backend in ("ios", "pytorch"):  # the IR itself, and the IR's module
+        with pytest.raises(ConfigError, match=rf"^backend {backend} cannot take onnx:cum: ios_core's IR, which it "
+                                              r"needs, cannot import it: ONNX node '[^']+' \(CumSum\): operator "
+                                              r"'CumSum' is not supported; supported: "):
+            run(bench_cfg(**{"model": {"name": "onnx", "path": str(path)}, "backend.name": backend}), quiet=True)
+    assert not (tmp_path / "results" / "records").exists()
+    pytest.importorskip("onnxruntime")  # a backend that takes the file as it is still runs it
+    rec = run(bench_cfg(**{"model": {"name": "onnx", "path": str(path)}, "backend.name": "onnxruntime"}),
+              quiet=True)
+    assert rec.status == "FINISHED", rec.error
+
+
 def test_a_fixed_batch_file_fails_its_job_in_one_line(bench_cfg, tmp_path):
     import torch
 

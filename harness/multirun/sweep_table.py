@@ -12,7 +12,7 @@ from typing import Any
 from ..machine.leases import summary_line
 from ..machine.usage import usage_text
 from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
-from ..records.tracking import Tracker, mlflow_available, records_dir, upload_command
+from ..records.tracking import VIEW_KEY, Tracker, mlflow_available, records_dir, upload_command
 from ..stats import judge_speedup
 
 
@@ -69,8 +69,9 @@ def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
 
 
 #: the experiment's runs table: MLflow 3 opens an experiment on its GenAI overview ("No data") unless
-#: the page asks for the model-training workflow (the experiment's kind tag alone does not do it)
-RUNS_PAGE = "runs?workflowType=machine_learning"
+#: the page asks for the model-training workflow (the experiment's kind tag alone does not do it), with the
+#: headline metrics as columns (the shared view the harness tags its experiments with: tracking.VIEW_TAG)
+RUNS_PAGE = f"runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
 
 
 def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:

@@ -48,6 +48,11 @@ METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
 # experiment link on its GenAI overview: the page printed after a sweep asks for the runs table itself
 # (sweep_table.RUNS_PAGE)
 EXPERIMENT_KIND, CLASSIC = "mlflow.experimentKind", "custom_model_development"
+# The runs table's columns: MLflow 3.17 takes no columns from a page's address, but a "shared view" (an experiment
+# tag mlflow.sharedViewState.<key>, a JSON view state) opens with ?viewStateShareKey=<key>: the headline metrics
+VIEW_KEY = "harness"
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
+VIEW_STATE = json.dumps({"selectedColumns": [f"metrics.`{name}`" for name in KEY_METRICS]})
 
 
 def metric_sections() -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -138,12 +143,14 @@ class Tracker:
                 db = store.sqlite_path(uri)
                 loc = (db.parent / "mlartifacts").as_uri() if db is not None else None
                 self.experiment_id = self.client.create_experiment(experiment, artifact_location=loc,
-                                                                   tags={EXPERIMENT_KIND: CLASSIC})
+                                                                   tags={EXPERIMENT_KIND: CLASSIC,
+                                                                         VIEW_TAG: VIEW_STATE})
                 self._drop_empty_default()
             else:
                 self.experiment_id = exp.experiment_id
-                if EXPERIMENT_KIND not in (exp.tags or {}):  # made by an older version
-                    self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND, CLASSIC)
+                for tag, value in ((EXPERIMENT_KIND, CLASSIC), (VIEW_TAG, VIEW_STATE)):
+                    if (exp.tags or {}).get(tag) != value:  # made by an older version
+                        self.client.set_experiment_tag(self.experiment_id, tag, value)
 
     def _drop_empty_default(self) -> None:
         """MLflow makes an empty "Default" experiment (pointing at ./mlruns) in every new store:

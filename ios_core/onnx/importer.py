@@ -924,6 +924,24 @@ def supported_ops() -> list[str]:
 SUPPORTED_OPS = tuple(supported_ops())
 
 
+def first_unsupported(model: onnx.ModelProto) -> str | None:
+    """Without importing (no weights read): the error the import would raise for the first operator it cannot
+    take at all (a custom domain, an unknown type), or None. Operators whose inputs are all constants are folded
+    by the import whatever their type, so they are passed over as it passes them."""
+    g = model.graph
+    consts = {t.name for t in g.initializer}
+    known = set(SUPPORTED_OPS)
+    for n in g.node:
+        where = f"ONNX node {n.name or '(unnamed)'!r} ({n.op_type}): "
+        if n.domain not in ("", "ai.onnx"):
+            return where + f"operator {n.domain}.{n.op_type} is not supported (not a standard ONNX op)"
+        if n.op_type == "Constant" or (n.input and all(not i or i in consts for i in n.input)):
+            consts.update(n.output)
+        elif n.op_type not in known:
+            return where + f"operator {n.op_type!r} is not supported; supported: {', '.join(SUPPORTED_OPS)}"
+    return None
+
+
 def _blocks(placeholder: Placeholder, nodes: list[Node]) -> list[Block]:
     """Cut the node list where exactly one produced tensor is still needed later."""
     remaining: dict[str, int] = {}
