@@ -73,3 +73,17 @@ def test_warnings_read_as_one_line_unless_debugging(monkeypatch):
     assert warnings.formatwarning("MLflow is not installed", UserWarning, "harness/job.py", 114) == \
         "warning: MLflow is not installed\n"
     assert warnings.formatwarning("old", DeprecationWarning, "x.py", 1) == "warning: old (DeprecationWarning)\n"
+
+
+def test_a_cpu_runs_parent_process_never_imports_torch(tmp_path):
+    """Only the measuring child needs torch: the parent resolves the device through NVML and reads the child's
+    result as plain values (a second of every run's overhead, issue 56)."""
+    code = ("import atexit, runpy, sys\n"
+            "atexit.register(lambda: print('parent imported torch:', 'torch' in sys.modules))\n"
+            "sys.argv = ['harness', *sys.argv[1:]]\n"
+            "runpy.run_module('harness', run_name='__main__')\n")
+    out = subprocess.run([sys.executable, "-c", code, "model=sample", "device=cpu", "runner=quick", "backend=pytorch",
+                          "tracking.enabled=false", f"tracking.results_dir={tmp_path}"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Model: sample" in out.stdout and "parent imported torch: False" in out.stdout

@@ -69,7 +69,7 @@ def capture(device: str, nvml=None, index: int = 0) -> dict[str, str]:
     import torch
 
     env = {"python": platform.python_version(), "platform": platform.platform(), "cpu_model": cpu_model(),
-           "hostname": platform.node(), "torch": torch.__version__, "numpy": _version("numpy"),
+           "hostname": platform.node(), "torch": str(torch.__version__), "numpy": _version("numpy"),
            "onnx": _version("onnx"), "ios_harness": _version("ios-harness"), "device": device}
     if device == "cuda" and torch.cuda.is_available():
         env.update(cuda=str(torch.version.cuda), cudnn=str(torch.backends.cudnn.version()),
@@ -94,13 +94,18 @@ def slurm_job() -> dict[str, str]:
 
 
 def resolve_device(requested: str) -> str:
-    import torch
+    """``cpu``, or ``cuda`` where asked for (``auto``: where there is one); torch is asked only where NVML sees
+    a GPU, so a CPU run's parent never imports it (a second of every run's overhead)."""
+    if requested == "cpu":
+        return requested
+    from ..plugins import available_devices
 
+    has_gpu = "cuda" in available_devices()
     if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
+        return "cuda" if has_gpu else "cpu"
+    if requested == "cuda" and not has_gpu:
         raise ConfigError("device=cuda was asked for but no CUDA GPU is available "
-                          "(torch.cuda.is_available() is False); use device=cpu or device=auto")
+                          "(NVML sees none, or torch cannot use it); use device=cpu or device=auto")
     return requested
 
 

@@ -210,7 +210,8 @@ def measure(spec: RunSpec, clock_target_mhz: float = 0.0) -> Measurement:
         metrics.update(trace_metrics)
         artifacts.update(trace_files)
     env = environment.capture(spec.device, nvml, cfg.device.index)
-    env.update({f"lib_{k}": v for k, v in spec.backend.versions().items()})
+    # plain text, so the parent reads the result without importing the library (torch's TorchVersion)
+    env.update({f"lib_{k}": str(v) for k, v in spec.backend.versions().items()})
     if p.prep.device_name:
         env["backend_device"] = p.prep.device_name
     env["stop_reason"] = reason
