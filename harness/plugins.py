@@ -18,7 +18,7 @@ from .config import BenchConfig
 from .help import template
 from .hookspecs import PROJECT
 from .install import fit
-from .machine.clocks import load_nvml, visible_gpus
+from .machine.environment import available_devices
 
 ENTRY_POINT_GROUP = "harness.backends"
 
@@ -175,18 +175,3 @@ def check_runnable(backend: str | type[Backend], device: str, ready: bool = True
     why = cls.not_ready() if ready else None
     if why:
         raise BackendError(f"backend {cls.name!r} is not ready here: {why}")
-
-
-def available_devices() -> list[str]:
-    """The devices a run could use here. Without an NVIDIA GPU (NVML finds none, or ``CUDA_VISIBLE_DEVICES``
-    hides them all) that is the CPU, said without importing torch, so ``--list-backends`` answers at once;
-    with one, torch (the CUDA build, a driver it accepts) has the last word."""
-    nvml = load_nvml()
-    if nvml is None or int(nvml.nvmlDeviceGetCount()) == 0 or visible_gpus() == []:
-        return ["cpu"]
-    try:
-        import torch
-
-        return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
-    except Exception:
-        return ["cpu"]

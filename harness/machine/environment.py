@@ -10,7 +10,7 @@ from importlib import metadata
 from typing import Any
 
 from ..config import PACKAGE_DIR, ConfigError
-from .clocks import load_nvml, nvml_index, nvml_text
+from .clocks import load_nvml, nvml_index, nvml_text, visible_gpus
 
 
 def _version(dist: str) -> str:
@@ -93,13 +93,26 @@ def slurm_job() -> dict[str, str]:
             "slurm_node": os.environ.get("SLURMD_NODENAME", "")}
 
 
+def available_devices() -> list[str]:
+    """The devices a run could use here. Without an NVIDIA GPU (NVML finds none, or ``CUDA_VISIBLE_DEVICES``
+    hides them all) that is the CPU, said without importing torch, so ``--list-backends`` answers at once;
+    with one, torch (the CUDA build, a driver it accepts) has the last word."""
+    nvml = load_nvml()
+    if nvml is None or int(nvml.nvmlDeviceGetCount()) == 0 or visible_gpus() == []:
+        return ["cpu"]
+    try:
+        import torch
+
+        return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+    except Exception:
+        return ["cpu"]
+
+
 def resolve_device(requested: str) -> str:
     """``cpu``, or ``cuda`` where asked for (``auto``: where there is one); torch is asked only where NVML sees
     a GPU, so a CPU run's parent never imports it (a second of every run's overhead)."""
     if requested == "cpu":
         return requested
-    from ..plugins import available_devices
-
     has_gpu = "cuda" in available_devices()
     if requested == "auto":
         return "cuda" if has_gpu else "cpu"
