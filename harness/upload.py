@@ -19,7 +19,7 @@ from .config import TrackingConfig
 from .records import faults, sweeps
 from .records.record import Record
 from .records.store import StoreError
-from .records.tracking import default_uri, deliver, mlflow_available, pending_records
+from .records.tracking import Tracker, default_uri, deliver, mlflow_available, pending_records
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 def _upload(args: argparse.Namespace) -> int:
     paths = pending_records(args.results_dir)
     sent = 0
+    trackers: dict[tuple[str, str], Tracker] = {}  # each store opened once for all its records
     for path in paths:
         record = Record.from_dict(json.loads(path.read_text()))
         tr = record.tracking
@@ -57,7 +58,7 @@ def _upload(args: argparse.Namespace) -> int:
             tr["uri"] = args.uri
         if args.experiment:
             tr["experiment"] = args.experiment
-        if deliver(record, args.results_dir):
+        if deliver(record, args.results_dir, trackers):
             sent += 1
     reaped = sweeps.reap(args.results_dir, other_hosts=args.close_stale)  # sweeps whose process died: KILLED
     faults.point("upload.reaped")

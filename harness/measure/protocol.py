@@ -323,14 +323,20 @@ def _check_output(spec: RunSpec, p: _Prepared, metrics: dict[str, float]) -> str
         tol = _conditioned_tolerance(p, k, ref, precision, tol, metrics)
     metrics["check_tolerance"] = tol
     if rel > tol:
-        honest = metrics.get("check_precision_error")
-        why = (f"the {precision} tolerance {tol:g}" if honest is None or tol == TOLERANCE[precision] else
-               f"{PRECISION_MARGIN:g}x the error of the model evaluated in {precision} on the CPU ({tol:.3g})"
-               if tol < TOLERANCE_CEILING else f"{TOLERANCE_CEILING:g}, the most any check allows (the model "
-               f"evaluated in {precision} on the CPU errs by {honest:.3g} itself)")
-        raise CorrectnessError(f"output mismatch: relative error {rel:.3g} exceeds {why} (max abs error "
-                               f"{abs_err:.3g})")
+        raise CorrectnessError(f"output mismatch: relative error {rel:.3g} exceeds "
+                               f"{_tolerance_said(precision, tol, metrics.get('check_precision_error'))} "
+                               f"(max abs error {abs_err:.3g})")
     return p.model.reference_kind
+
+
+def _tolerance_said(precision: str, tol: float, honest: float | None) -> str:
+    """Which tolerance a failed check applied: the fixed one, the conditioned one, or the ceiling."""
+    if honest is None or tol == TOLERANCE[precision]:
+        return f"the {precision} tolerance {tol:g}"
+    if tol < TOLERANCE_CEILING:
+        return f"{PRECISION_MARGIN:g}x the error of the model evaluated in {precision} on the CPU ({tol:.3g})"
+    return (f"{TOLERANCE_CEILING:g}, the most any check allows (the model evaluated in {precision} on the CPU errs "
+            f"by {honest:.3g} itself)")
 
 
 def _conditioned_tolerance(p: _Prepared, k: int, ref: np.ndarray, precision: str, tol: float,

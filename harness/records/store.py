@@ -52,9 +52,8 @@ def ensure(uri: str) -> None:
     db = sqlite_path(uri)
     if db is None or str(db) in _complete:
         return
-    for pattern in (f".{db.name}.*.creating", f".{db.name}.*.creating-journal"):  # made by a process killed while
-        for stale in db.parent.glob(pattern):  # creating, and sqlite's journal of it (under the lock: no other
-            stale.unlink(missing_ok=True)  # process is making one now)
+    for stale in db.parent.glob(f".{db.name}.*.creating*"):  # made by a process killed while creating, and
+        stale.unlink(missing_ok=True)  # sqlite's journal of it (under the lock: no other process is making one now)
     if not db.exists() or db.stat().st_size == 0 or _tables(db) == set():  # nothing written yet
         _create(db)
     else:

@@ -17,6 +17,7 @@ evaluator. Blocks are cut where a single tensor is live (every path crosses it).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from pathlib import Path
 from typing import Any, cast
 
@@ -82,7 +83,7 @@ class _Importer:
 
     # -- helpers -----------------------------------------------------------------
     def error(self, node: onnx.NodeProto, why: str) -> OnnxImportError:
-        return OnnxImportError(f"ONNX node {node.name or '(unnamed)'!r} ({node.op_type}): {why}")
+        return OnnxImportError(_at(node, why))
 
     def new_name(self) -> str:
         self._count += 1
@@ -236,8 +237,8 @@ class _Importer:
         self.define(inputs[0].name, [[Value("0", 0, shape[0])]], (self.batch, *shape))
         for n in g.node:
             if n.domain not in ("", "ai.onnx"):
-                raise self.error(n, f"operator {n.domain}.{n.op_type} is not supported (not a standard ONNX op)")
-            if n.op_type != "Constant" and all(not i or i in self.consts for i in n.input) and n.input:
+                raise self.error(n, _foreign(n))
+            if n.op_type != "Constant" and _folds(n, self.consts):
                 self.fold(n)
                 continue
             if n.op_type not in _LAZY_READERS:  # a held-back transpose is made real (or refused) first
@@ -257,8 +258,7 @@ class _Importer:
             elif n.op_type in _ALIASES:
                 self._pass_through(n)
             else:
-                raise self.error(n, f"operator {n.op_type!r} is not supported; supported: "
-                                    f"{', '.join(supported_ops())}")
+                raise self.error(n, _unknown(n))
         if len(g.output) != 1:
             raise OnnxImportError(f"expected one graph output, found {len(g.output)}")
         if not g.node:
@@ -924,21 +924,38 @@ def supported_ops() -> list[str]:
 SUPPORTED_OPS = tuple(supported_ops())
 
 
+def _at(node: onnx.NodeProto, why: str) -> str:
+    """An import error's text: the node, then why."""
+    return f"ONNX node {node.name or '(unnamed)'!r} ({node.op_type}): {why}"
+
+
+def _foreign(node: onnx.NodeProto) -> str:
+    return f"operator {node.domain}.{node.op_type} is not supported (not a standard ONNX op)"
+
+
+def _unknown(node: onnx.NodeProto) -> str:
+    return f"operator {node.op_type!r} is not supported; supported: {', '.join(SUPPORTED_OPS)}"
+
+
+def _folds(node: onnx.NodeProto, consts: Container[str]) -> bool:
+    """Whether the import folds the node (every input a constant), whatever its type."""
+    return bool(node.input) and all(not i or i in consts for i in node.input)
+
+
 def first_unsupported(model: onnx.ModelProto) -> str | None:
     """Without importing (no weights read): the error the import would raise for the first operator it cannot
-    take at all (a custom domain, an unknown type), or None. Operators whose inputs are all constants are folded
-    by the import whatever their type, so they are passed over as it passes them."""
+    take at all (a custom domain, an unknown type), or None; the nodes it folds are passed over as it passes
+    them."""
     g = model.graph
     consts = {t.name for t in g.initializer}
     known = set(SUPPORTED_OPS)
     for n in g.node:
-        where = f"ONNX node {n.name or '(unnamed)'!r} ({n.op_type}): "
         if n.domain not in ("", "ai.onnx"):
-            return where + f"operator {n.domain}.{n.op_type} is not supported (not a standard ONNX op)"
-        if n.op_type == "Constant" or (n.input and all(not i or i in consts for i in n.input)):
+            return _at(n, _foreign(n))
+        if n.op_type == "Constant" or _folds(n, consts):
             consts.update(n.output)
         elif n.op_type not in known:
-            return where + f"operator {n.op_type!r} is not supported; supported: {', '.join(SUPPORTED_OPS)}"
+            return _at(n, _unknown(n))
     return None
 
 
