@@ -62,6 +62,25 @@ def test_interrupt_keeps_the_record_and_ends_the_child(tmp_path, sig, code):
     assert len(rec["latencies_ms"]) >= 1
 
 
+@pytest.mark.parametrize("parent_too", [True, False])
+def test_a_child_terminated_first_ends_the_run_killed_only_if_the_run_was_stopped(tmp_path, parent_too):
+    """scancel signals every process of the job: the child may die before its parent hears its own SIGTERM.
+    That is a stopped run (KILLED, 143), not a crash; a child terminated alone is the run's failure."""
+    proc, child = start(tmp_path)
+    child.terminate()
+    if parent_too:
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    rec = json.loads(next((tmp_path / "records").rglob("*.json")).read_text())
+    if parent_too:
+        assert (proc.returncode, rec["status"]) == (143, "KILLED"), err[-2000:]
+    else:
+        assert (proc.returncode, rec["status"]) == (1, "FAILED"), err[-2000:]
+        assert rec["error"] == "the measuring process died with SIGTERM"
+    assert "Traceback" not in err
+
+
 def test_kill_9_of_the_parent_leaves_no_child(tmp_path):
     proc, child = start(tmp_path)
     proc.kill()

@@ -22,6 +22,10 @@ from ..machine.leases import detach_group
 from ..messages import one_line_warnings
 
 
+STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what stops a run from outside, not a crash
+STOP_GRACE_S = 2.0  # how long a child's death by one of them waits for this process's own signal
+
+
 @dataclass
 class Outcome:
     ok: bool
@@ -143,6 +147,9 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
         except EOFError:
             proc.join(10)
             code = proc.exitcode
+            if code is not None and -code in STOPPING:  # a scheduler (scancel) or a terminal signals the whole
+                time.sleep(STOP_GRACE_S)  # tree: the child may die first; this process's own signal, due any
+                #                           moment, raises Interrupted in here and the run ends KILLED, not FAILED
             if code is not None and code < 0:
                 name = signal.Signals(-code).name
                 hint = " (possibly out of memory)" if -code == signal.SIGKILL else ""
