@@ -22,6 +22,7 @@ from ios_core.models import MODELS
 
 from .backend import BackendError
 from .config import ConfigError, conf_dir, hydra_error_line
+from .context import launched_apart
 from .install import fit
 from .interrupts import outside_a_run, started
 from .job import run
@@ -82,6 +83,8 @@ def _task(cfg: Any) -> str:
         sweeps.record_unmeasured_job(str(cfg.tracking.results_dir), sweep, f"{type(exc).__name__}: {exc}")
         THIS.failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
         return "FAILED"
+    if record.stopped_by is not None and not launched_apart():  # its record is kept and its sweep ended KILLED
+        raise SystemExit(128 + record.stopped_by)  # (a Submitit job returns it: its sweep is another process's)
     if record.status != "FINISHED":
         THIS.failures.append(record.summary or record.status)
         if not multirun:

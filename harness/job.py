@@ -1,7 +1,8 @@
 """One job: ``harness.run(cfg)`` takes one measurement end to end, callable from Python; the
 CLI is a thin layer over it. (The ``runner`` config group is the measurement protocol, see
 protocol.py; ``backend.runner`` is TVM's candidate measurer.) The parent locks clocks (if
-asked), runs the protocol in a child process, writes the JSON record, then logs it to MLflow."""
+asked) and runs the protocol in a child process; the run hooks (the sweep journal, the JSON record, the
+console, MLflow: harness.builtin) keep, show and send its record."""
 
 from __future__ import annotations
 
@@ -9,26 +10,25 @@ import contextlib
 import copy
 import functools
 import json
-import os
 import signal
-import sys
 import threading
 from typing import Any
 
 from omegaconf import DictConfig
 
 from .config import ClockLockMode, ConfigError, conf_dir, hydra_error_line
+from .context import SweepJob, context
 from .machine.clocks import ClockLock, load_nvml, nvml_index
-from .machine.leases import ENV_JOB, job_stats
+from .machine.leases import job_stats
 from .machine.usage import peak_memory_mb, usage_heading, usage_text
 from .measure import repeats
 from .measure.isolation import Interrupted, Outcome, run_inline, run_isolated
 from .measure.protocol import measure
 from .models import MODEL_KEYS
-from .plugins import label_options, register_configs
-from .records import faults, sweeps
+from .plugins import label_options, plugin_manager, register_configs
+from .records import faults
 from .records.record import Measurement, Record, Status
-from .records.tracking import deliver, delivering, flatten, records_dir, save_record
+from .records.tracking import flatten
 from .spec import RunSpec, resolve_run
 
 
@@ -65,20 +65,15 @@ def compose(overrides: list[str]) -> DictConfig:
         raise ConfigError(hydra_error_line(exc)) from None
 
 
-def launched_apart() -> bool:
-    """Whether this job was started by Submitit (a SLURM job, or a process of ``submitit_local``): the
-    sweep is another process's, which collects each job's return, so an interrupted job (``scancel``
-    sends SIGTERM) ends only itself and returns its KILLED record rather than ending the whole sweep."""
-    return bool(os.environ.get("SUBMITIT_EXECUTOR"))
-
-
-def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = False, *,
+def run(cfg: Any = None, sweep: dict[str, Any] | None = None, quiet: bool = False, *,
         overrides: list[str] | None = None) -> Record:
     """Measure one (model, backend, batch, device, precision); returns its :class:`Record`
-    (a sweep's rerun returns the earlier one, ``skipped`` set).
+    (a sweep's rerun returns the earlier one, ``skipped`` set; a run a signal stopped its KILLED one,
+    ``stopped_by`` set: the caller decides whether to exit).
 
     ``cfg`` is a config (dict, DictConfig or BenchConfig); or give ``overrides`` as on the
-    command line: ``run(overrides=["model=nasnet", "runner=quick"])``."""
+    command line: ``run(overrides=["model=nasnet", "runner=quick"])``. Around the measurement the run
+    hooks (:mod:`harness.hookspecs`) keep, show and send the record."""
     if overrides is not None:
         if cfg is not None:
             raise ConfigError("give either a config or overrides, not both")
@@ -86,71 +81,35 @@ def run(cfg: Any = None, sweep: dict[str, str] | None = None, quiet: bool = Fals
     elif cfg is None:
         cfg = compose([])
     spec = resolve_run(cfg)
-    plain = spec.config
-    tr = plain["tracking"]
-    tracking = {"enabled": tr["enabled"], "uri": tr["uri"],  # empty: the store beside wherever the record is
-                "experiment": tr["experiment"], **(sweep or {})}
     label = spec.label()  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
-    run_name = variant_name(spec, label, sweep)
-    if sweep and sweep.get("sweep_id") and not plain["sweep"]["rerun"]:
-        earlier = _finished_before(plain, sweep, run_name, quiet)
-        if earlier is not None:
-            return earlier
-    record = Record.new(plain, tracking, run_name)
+    job = SweepJob.of(sweep)
+    ctx = context(spec, sweep, variant_name(spec, label, job), quiet)
+    hook = plugin_manager().hook
+    earlier = hook.harness_run_start(run=ctx)
+    if earlier is not None:
+        earlier.skipped = True
+        hook.harness_run_finished(run=ctx, record=earlier)
+        return earlier
+    record = Record.new(spec.config, dict(ctx.tracking), ctx.run_name)
     outcome, interrupted = _measure_locked(spec, record)
-    status, line, label = _take_outcome(record, spec, outcome, interrupted, label, sweep)
+    status, line, label = _take_outcome(record, spec, outcome, interrupted, label, job)
     waited = _lease_accounting(record)
     if waited >= 1.0:  # the run's time includes it; the optimization cost does not (launcher_prepare_wait_s)
         note = f"waited {waited:.0f} s for the device or a CPU slot (load-aware launcher)"
         record.notes = [*(record.notes or []), note]
         line += f" | {note}"
     record.end(status, line, label)
+    record.stopped_by = interrupted.signum if interrupted is not None else None
     faults.point("job.measured")
-    if sweep and sweep.get("sweep_id"):  # the entry first: killed before the record is saved, a rerun finds
-        sweeps.record_job(tr["results_dir"], sweep, plain, record)  # no record behind it and measures again
-        faults.point("job.indexed")
-    save_record(record, tr["results_dir"], pending=tr["enabled"])
-    faults.point("job.saved")
-    _hand_over(record, tr, tracking, sweep, line, outcome.ok, interrupted, quiet)
+    hook.harness_run_recorded(run=ctx, record=record)
+    hook.harness_run_finished(run=ctx, record=record)
+    if record.stopped_by is not None:
+        hook.harness_run_stopped(run=ctx, record=record)
     return record
 
 
-def _hand_over(record: Record, tr: dict[str, Any], tracking: dict[str, Any], sweep: dict[str, str] | None,
-               line: str, ok: bool, interrupted: Interrupted | None, quiet: bool) -> None:
-    """The saved record to the user first (its summary as soon as it is safe on disk), then to MLflow: a
-    single run's now, a sweep's in one batch when the sweep ends (callbacks), a job launched apart (SLURM) its
-    own; a stopping load-aware sweep's stay pending, as its tree ends within seconds."""
-    in_a_sweep_stopping = interrupted is not None and bool(os.environ.get(ENV_JOB))  # a load-aware worker's job
-    batched = _batched(sweep)
-    send = not in_a_sweep_stopping and not batched
-    launched = launched_apart()
-    if not quiet and (interrupted is None or launched):
-        print(line, file=sys.stdout if ok else sys.stderr, flush=True)
-        if ok:
-            print(stats_line(record, tr["results_dir"], delivering=send and tr["enabled"]), flush=True)
-    if send:
-        with delivering(tr["results_dir"]):
-            deliver(record, tr["results_dir"])
-    if interrupted is None:
-        return
-    if sweep and sweep.get("sweep_id") and not launched:
-        sweeps.close(tr["results_dir"], tracking, "KILLED")  # Hydra skips its end-of-sweep callback
-    where = f"{tr['results_dir']}/records" + ("/pending (python -m harness.upload logs it to MLflow)"
-                                              if not send and tr["enabled"] else "")
-    print(f"interrupted: {record.run_name} stopped by {interrupted}; its record is kept "
-          f"(status KILLED) under {where}", file=sys.stderr, flush=True)
-    if not launched:
-        raise SystemExit(128 + interrupted.signum)
-
-
-def _batched(sweep: dict[str, str] | None) -> bool:
-    """Whether the sweep sends its jobs' records to MLflow in one batch when it ends (its callback said so), not
-    each job its own; a job launched apart (SLURM: another node, at another time) still sends its own."""
-    return bool(sweep and sweep.get("deliver") == sweeps.DELIVER_AT_END) and not launched_apart()
-
-
 def _take_outcome(record: Record, spec: RunSpec, outcome: Outcome, interrupted: Interrupted | None,
-                  label: str, sweep: dict[str, str] | None) -> tuple[Status, str, str]:
+                  label: str, sweep: SweepJob | None) -> tuple[Status, str, str]:
     """Put the measurement (or the error, and what an interrupted run measured) into the record;
     returns its status, summary line and the variant's label."""
     status: Status
@@ -226,48 +185,20 @@ def _in_processes(job: Any, spec: RunSpec) -> Outcome:
     return Outcome(True, repeats.combine(results, spec.cfg.batch, runner))
 
 
-def stats_line(record: Record, results_dir: str, delivering: bool = False) -> str:
-    """Under the summary line, as trtexec prints: the latency statistics the run has enough samples for,
-    the throughput, the CI, and where the record went (``delivering``: where it goes once MLflow has it)."""
-    m = record.metrics
-    parts = [f"{k} {m[f'latency_{k}_ms']:.4g}" for k in ("min", "mean", "median") if f"latency_{k}_ms" in m]
-    parts += [f"{key[len('latency_'):-len('_ms')]} {m[key]:.4g}" for key in sorted(m, key=_pct)
-              if _pct(key) > 0 and _pct(key) != 50]  # p50 is the median
-    base = records_dir(results_dir)
-    path = base / f"{record.run_id}.json"
-    if not delivering and not path.exists() and (base / "pending" / path.name).exists():
-        path = base / "pending" / path.name
-    ci = m.get("latency_ci_rel_halfwidth")
-    between = f" between {int(m['processes'])} processes" if m.get("processes", 1) > 1 else ""
-    return (f"  latency ms: {', '.join(parts)} ({int(m.get('samples', 0))} samples"
-            + (f", CI +-{100 * ci:.2f}%{between}" if ci is not None else "")
-            + f") | {m.get('throughput_ips', 0):.4g} images/s | record {path}")
-
-
-def _pct(key: str) -> float:
-    """The percentile a ``latency_p90_ms`` metric holds (0 for other keys)."""
-    if not (key.startswith("latency_p") and key.endswith("_ms")):
-        return 0.0
-    try:
-        return float(key[len("latency_p"):-len("_ms")].replace("_", "."))
-    except ValueError:
-        return 0.0
-
-
 #: overrides a run's name says already (model, label, batch, precision, device); each backend adds the
 #: options its label names (plugins.label_options)
 NAMED = (*MODEL_KEYS, "batch", "precision", "device", "device.type")
 
 
-def variant_name(spec: RunSpec, label: str, sweep: dict[str, Any] | None) -> str:
+def variant_name(spec: RunSpec, label: str, sweep: SweepJob | None) -> str:
     """The run's name: model, variant, batch, precision, device, and in a sweep the other options
     that tell its jobs apart (``inception_v3 IOS-Both bs1 tf32 cuda r=2 s=8``)."""
     name = f"{spec.model.label} {label} bs{spec.cfg.batch} {spec.precision} {spec.device}"
-    swept = {o.lstrip("+~").partition("=")[0] for o in str((sweep or {}).get("sweep_command", "")).split()
-             if "=" in o and "," in o.partition("=")[2]} | set((sweep or {}).get("swept", []))  # what it varies
-    named = {*NAMED, *label_options()}
+    if sweep is None:
+        return name
+    swept, named = sweep.swept, {*NAMED, *label_options()}
     extra = []
-    for o in (sweep or {}).get("job_overrides", []):
+    for o in sweep.job_overrides:
         key, _, value = o.lstrip("+~").partition("=")
         if key in swept and key not in named:
             extra.append(f"{key.rsplit('.', 1)[-1]}={value}")
@@ -295,24 +226,6 @@ def _lease_accounting(record: Record) -> float:
             record.params["launcher_gpu_name"] = gpu["name"]
     record.artifacts["leases.json"] = json.dumps(stats, indent=1)
     return float(stats["wait_s"])
-
-
-def _finished_before(plain: dict[str, Any], sweep: dict[str, Any], run_name: str, quiet: bool) -> Record | None:
-    """A rerun of a sweep skips a job that an earlier attempt finished (same config, code, device)."""
-    results_dir = plain["tracking"]["results_dir"]
-    entry = sweeps.finished_job(results_dir, sweep, plain)
-    record = sweeps.saved_record(results_dir, entry["record_id"]) if entry else None
-    if record is None or entry is None:
-        return None
-    sweeps.mark_reused(results_dir, sweep, plain)
-    if (records_dir(results_dir) / "pending" / f"{record.run_id}.json").exists() and not _batched(sweep):
-        deliver(record, results_dir)  # killed while logging it: the earlier MLflow run is completed, not doubled
-    if not quiet:
-        lat = record.metrics.get("latency_median_ms")
-        print(f"skipped: {run_name} finished earlier in this sweep ({lat:.4g} ms, record {entry['record_id'][:8]}); "
-              f"sweep.rerun=true measures it again", flush=True)
-    record.skipped = True
-    return record
 
 
 @contextlib.contextmanager

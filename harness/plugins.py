@@ -21,6 +21,10 @@ from .install import fit
 from .machine.environment import available_devices
 
 ENTRY_POINT_GROUP = "harness.backends"
+#: the built-in run plugins (harness.builtin) by name, in the order they are registered; ``HARNESS_BLOCK_PLUGINS``
+#: names those to leave out
+BUILTIN = {"journal": "harness.builtin.journal", "records": "harness.builtin.records",
+           "console": "harness.builtin.console", "mlflow": "harness.builtin.mlflow_delivery"}
 
 
 class Broken(NamedTuple):
@@ -51,12 +55,21 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             BROKEN[ep.name] = Broken(ep.value, f"{type(exc).__name__}: {exc}")
 
 
+def _names(variable: str) -> list[str]:
+    return list(filter(None, (m.strip() for m in os.environ.get(variable, "").split(","))))
+
+
 @cache
 def plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
+    for name in _names("HARNESS_BLOCK_PLUGINS"):  # as pytest's -p no:NAME: registering it is a no-op
+        pm.set_blocked(name)
+    for name, path in BUILTIN.items():  # the run's journal, records, console and MLflow: plugins like any
+        if not pm.is_blocked(name):
+            pm.register(importlib.import_module(path), name=name)
     _load_entry_points(pm)
-    for mod in filter(None, (m.strip() for m in os.environ.get("HARNESS_PLUGINS", "").split(","))):
+    for mod in _names("HARNESS_PLUGINS"):
         if pm.get_plugin(mod) is not None:  # also an entry point of that name
             continue
         try:

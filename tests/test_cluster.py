@@ -116,7 +116,7 @@ def test_a_sweep_on_slurm_logs_to_the_server_and_resumes_after_scancel(cluster, 
     first, victim = sweep_until_measuring(cluster, cmd, 3)
     assert cluster.slurm(["scancel", victim]).returncode == 0
     out, err = first.communicate(timeout=300)
-    assert first.returncode == 1 and "1 run(s) failed" in err, err[-3000:]
+    assert first.returncode == 1 and "1 run(s) failed" in err, out[-3000:] + err[-3000:]
     assert "KILLED" in out and "Traceback" not in err, out[-3000:]
     assert "accounting cannot be read" not in err  # slurmdbd answers sacct
 

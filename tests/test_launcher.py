@@ -531,3 +531,24 @@ def test_the_report_says_where_each_job_ran_and_the_makespan_against_the_jobs_ow
     assert lt.text("s1", "makespan / own work") == "0.50x" and lt.text("s1", "device busy") == "50%, 25%"
     assert summary_line(la) == ("load-aware launcher: makespan 50.0 s; busy measuring: device 0 50%, device 1 25%; "
                                 "the jobs' own work 100.0 s one after another (0.50x of it)")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_while_workers_start_is_taken_after_their_start(sig):
+    """Raised inside a worker's start, a stop cut off the start-up data the worker reads, which printed
+    EOFError's traceback as the sweep stopped; it is taken once the workers are started."""
+    from harness.interrupts import Terminated, raise_terminated
+    from harness.multirun.launcher import _workers_hold_ctrl_c
+
+    old = signal.signal(signal.SIGTERM, raise_terminated)
+    after = []
+    try:
+        with pytest.raises(Terminated if sig == signal.SIGTERM else KeyboardInterrupt):
+            with _workers_hold_ctrl_c():
+                os.kill(os.getpid(), sig)
+                time.sleep(0.2)  # a worker's start, not cut short
+                after.append("started")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert after == ["started"]
+    assert signal.getsignal(signal.SIGTERM) is old and signal.getsignal(signal.SIGINT) is signal.default_int_handler

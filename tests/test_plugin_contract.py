@@ -1,6 +1,11 @@
 """The plugin contract is enforced: a plugin that returns something other than a Backend
 subclass, an empty or duplicate name, or a misspelt hook is refused with one line naming it."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness import plugins
@@ -100,3 +105,58 @@ def test_a_backend_holds_its_typed_config():
         IosConfig(schedule="ios")
     with pytest.raises(ConfigError, match=r"^backend.mdoe is not an option of backend 'pytorch'; its options: "):
         PyTorchConfig.from_mapping({"name": "pytorch", "mdoe": "eager"})
+
+
+class Observer:
+    """An external plugin of the run hooks: what it was told, in order."""
+
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl
+    def harness_run_start(self, run):
+        self.seen.append(("start", run.run_name, run.sweep is not None))
+
+    @hookimpl
+    def harness_run_recorded(self, run, record):
+        self.seen.append(("recorded", record.status))
+
+    @hookimpl
+    def harness_run_finished(self, run, record):
+        kept = (Path(run.results_dir) / "records" / f"{record.run_id}.json").exists()
+        self.seen.append(("finished", record.status, record.skipped, kept))
+        self.last = record
+
+
+def test_an_external_plugin_observes_every_run_in_order(bench_cfg):
+    import harness
+
+    observer = Observer()
+    pm = plugins.plugin_manager()
+    pm.register(observer, name="observer")
+    try:
+        sweep = {"sweep_id": "obs123", "sweep_name": "observed"}
+        first = harness.run(bench_cfg(), sweep=sweep, quiet=True)
+        again = harness.run(bench_cfg(), sweep=sweep, quiet=True)  # reused: not measured, not recorded again
+        failed = harness.run(bench_cfg(**{"backend.name": "test_raise"}), quiet=True)
+    finally:
+        pm.unregister(observer)
+    name = "sample PyTorch bs1 fp32 cpu"
+    assert observer.seen == [("start", name, True), ("recorded", "FINISHED"), ("finished", "FINISHED", False, True),
+                             ("start", name, True), ("finished", "FINISHED", True, True),
+                             ("start", "sample test_raise bs1 fp32 cpu", False), ("recorded", "FAILED"),
+                             ("finished", "FAILED", False, True)]
+    assert again.run_id == first.run_id and observer.last is failed
+
+
+def test_mlflow_is_a_plugin_a_user_can_leave_out(tmp_path):
+    """HARNESS_BLOCK_PLUGINS=mlflow: the run's record is kept, pending for harness.upload, and no store is made."""
+    script = ("import harness; r = harness.run({'model': {'name': 'sample', 'params': {'channels': 8, 'size': 7}}, "
+              "'device': {'type': 'cpu'}, 'runner': {'min_iters': 5, 'min_time_s': 0.0, 'max_time_s': 0.3, "
+              f"'isolate': False}}, 'tracking': {{'results_dir': {str(tmp_path)!r}}}}}, quiet=True); "
+              "print(r.status, r.tracking['enabled'])")
+    env = {**os.environ, "HARNESS_BLOCK_PLUGINS": "mlflow"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["FINISHED", "True"], done.stderr[-2000:]
+    assert len(list((tmp_path / "records" / "pending").glob("*.json"))) == 1
+    assert not (tmp_path / "mlflow.db").exists()

@@ -21,7 +21,6 @@ from ..lifecycle import THIS
 from ..machine.leases import detach_group
 from ..messages import one_line_warnings
 
-
 STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what stops a run from outside, not a crash
 STOP_GRACE_S = 2.0  # how long a child's death by one of them waits for this process's own signal
 

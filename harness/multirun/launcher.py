@@ -308,12 +308,22 @@ def _workers_hold_ctrl_c() -> Any:
     """The workers started in the block (the pool starts them at the submits, and replacements from its
     manager thread, which starts here too) begin with Ctrl-C blocked until their initializer has its
     handler: one that came while a worker was still importing printed its traceback. A blocked signal
-    stays blocked across exec, and stays pending, so a Ctrl-C in this window is not lost either."""
+    stays blocked across exec, and stays pending, so a Ctrl-C in this window is not lost either. Here a Ctrl-C
+    or SIGTERM is taken at the block's end: raised inside a worker's start, it cut the start-up data the worker
+    reads off, and the worker printed that traceback (EOFError) as the sweep stopped."""
+    came: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, lambda signum, frame: came.append(signum))
+           for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    if came:
+        raise Terminated if came[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 def _sigterm_interrupts() -> Any:

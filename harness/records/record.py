@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 Status = Literal["RUNNING", "FINISHED", "FAILED", "KILLED"]
+TRANSIENT = frozenset({"extra", "stopped_by"})  # fields that are not keys of the JSON form
 
 
 def now() -> str:
@@ -71,6 +72,7 @@ class Record:
     ended: str | None = None
     mlflow_run_id: str | None = None
     skipped: bool = False  # returned by a sweep's rerun that reused this earlier record
+    stopped_by: int | None = None  # the signal that interrupted this run (KILLED), while it is returned; not saved
     extra: dict[str, Any] = field(default_factory=dict)  # keys this class does not know, kept as read
 
     @classmethod
@@ -94,14 +96,14 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the keys that were set, then the unknown ones). It shares the containers
         of this record: a latency list can hold a million samples."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in TRANSIENT}
         out = {k: v for k, v in out.items() if v is not None and not (k == "skipped" and not v)}
         return {**out, **self.extra}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Record:
         """A record as :meth:`to_dict` (or an older release) wrote it; values are taken as they are."""
-        names = {f.name for f in fields(cls)} - {"extra"}
+        names = {f.name for f in fields(cls)} - TRANSIENT
         missing = sorted({"run_id", "created", "config", "tracking"} - set(data))
         if missing:
             raise ValueError(f"not a harness record: it has no {', '.join(missing)}")

@@ -1,0 +1,21 @@
+"""MLflow as a run plugin: a saved record goes to its store (and out of ``pending/``) unless its sweep sends
+its records in one batch at its end. Leave it out (``HARNESS_BLOCK_PLUGINS=mlflow``) and records stay pending
+for ``python -m harness.upload``."""
+
+from __future__ import annotations
+
+from ..context import RunContext
+from ..hookspecs import hookimpl
+from ..records.record import Record
+from ..records.tracking import deliver, delivering, records_dir
+
+
+@hookimpl
+def harness_run_finished(run: RunContext, record: Record) -> None:
+    if record.skipped:  # killed while logging it earlier: the MLflow run is completed, not doubled
+        if run.batched or not (records_dir(run.results_dir) / "pending" / f"{record.run_id}.json").exists():
+            return
+    elif not run.sends_now(record):
+        return
+    with delivering(run.results_dir):
+        deliver(record, run.results_dir)
