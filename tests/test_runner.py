@@ -310,3 +310,21 @@ def test_processes_out_of_range_are_refused(bench_cfg, over, message):
 
     with pytest.raises(ConfigError, match=message):
         harness.run(bench_cfg(**over), quiet=True)
+
+
+def test_a_reaped_childs_number_is_never_signalled_as_a_group(monkeypatch):
+    """Once the measuring child is reaped its number is free: on a machine whose process ids wrap, a new
+    session's leader (a SLURM job's task) got it and was killed by the group kill of a finished run."""
+    import multiprocessing as mp
+    import os
+
+    from harness.measure import isolation
+
+    proc = mp.get_context("spawn").Process(target=os.getpid)
+    proc.start()
+    isolation.settle(proc, 60)  # exits, its group is ended while it is a zombie, then reaped
+    assert proc.exitcode == 0
+    groups = []
+    monkeypatch.setattr(isolation.os, "killpg", lambda pid, sig: groups.append(pid))
+    isolation.end_group(proc)
+    assert groups == []

@@ -108,13 +108,37 @@ def caller_main_hidden() -> Iterator[None]:
 
 def end_group(proc) -> None:
     """Kill the measuring child and every process it started (its process group, which it leads once it
-    runs; before that, the child alone)."""
-    if proc.pid is not None:
+    runs; before that, the child alone). Only while the child is not yet reaped: its number is then still
+    its own (alive or a zombie), whereas once reaped an empty group's number is free, and a new session's
+    leader that got it (a SLURM job's task, on a machine whose process ids wrap) was killed instead."""
+    if proc.pid is not None and _unreaped(proc):
         try:  # no group has the child's number until the child made it (a pid is never another's pgid)
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    proc.kill()
+    proc.kill()  # multiprocessing signals only a child it has not reaped
+
+
+def _unreaped(proc) -> bool:
+    popen = getattr(proc, "_popen", None)
+    return popen is not None and popen.returncode is None
+
+
+def settle(proc, timeout_s: float) -> None:
+    """Wait up to ``timeout_s`` for the child to exit, without reaping it; end what it left running in its
+    group while its number is still its own; then reap it."""
+    deadline = time.monotonic() + timeout_s
+    while _unreaped(proc):
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                break  # exited: a zombie until joined
+        except ChildProcessError:
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
+    end_group(proc)
+    proc.join(5)
 
 
 def run_inline(fn, arg) -> Outcome:
@@ -136,15 +160,14 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
     try:
         if not recv.poll(timeout_s):
             if proc.is_alive():
-                end_group(proc)
-                proc.join(5)
+                settle(proc, 0)
                 return Outcome(False, None, f"timed out after {timeout_s:g} s (runner.timeout_s, which includes the "
                                             "backend's preparation: an IOS search, a compile, tuning) and was killed; "
                                             "raise runner.timeout_s")
         try:
             status, payload = recv.recv()
         except EOFError:
-            proc.join(10)
+            settle(proc, 10)
             code = proc.exitcode
             if code is not None and -code in STOPPING:  # a scheduler (scancel) or a terminal signals the whole
                 time.sleep(STOP_GRACE_S)  # tree: the child may die first; this process's own signal, due any
@@ -154,7 +177,7 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
                 hint = " (possibly out of memory)" if -code == signal.SIGKILL else ""
                 return Outcome(False, None, f"the measuring process died with {name}{hint}", f"exit code {code}")
             return Outcome(False, None, f"the measuring process exited with code {code} without a result")
-        proc.join(10)
+        settle(proc, 10)  # what it left running ends with it
         if status == "ok":
             return Outcome(True, payload)
         return Outcome(False, None, payload[0], payload[1])
@@ -167,8 +190,7 @@ def run_isolated(fn, arg, timeout_s: float) -> Outcome:
                 partial = payload if status == "ok" else None
         except (EOFError, OSError, KeyboardInterrupt):
             pass
-        end_group(proc)
-        proc.join(5)
+        settle(proc, 0)
         signum = getattr(exc, "signum", signal.SIGINT)  # Interrupted's, or SIGTERM's Terminated
         raise Interrupted(signum, partial) from None
     finally:
