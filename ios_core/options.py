@@ -14,6 +14,26 @@ from .runtime.target import CUDNN_SEARCHES, LAYOUT_CHOICES, parse_channels_last
 from .schedule.options import OptionError, SearchOptions, at_least, choose
 
 COST_MODELS = ("auto", "measured", "calibrated", "analytic")
+
+#: The one declaration of which options each file the planner keeps depends on: a saved schedule, a layout
+#: choice, the stage-cost cache and the kernel choices. Every key is derived from it (``PlanOptions.key``);
+#: the options of :meth:`PlanOptions.variant` are in every key where they are not at their default. A test
+#: changes each option in turn and checks that exactly the keys declared here change.
+DEPENDS_ON: dict[str, tuple[str, ...]] = {
+    "schedule": ("schedule", "r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime",
+                 "streams", "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels",
+                 "passes"),
+    "layout": ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes", "layout_screen"),
+    "stage_costs": ("runtime", "fuse", "number", "repeat", "cold", "kernels", "passes"),
+    "kernel_choices": ("fuse",),
+}
+#: options no kept file depends on: how the work is done or shown, or what a run is given rather than saves
+#: (a schedule file, another GPU's schedule, a forced layout: that one is in the schedule's key as the layout)
+DEPENDS_ON_NONE = ("share_parts", "search_core", "search_workers", "progress", "research", "compile_threads",
+                   "channels_last", "layout_any_batch", "schedule_any_batch", "schedule_file", "schedule_device",
+                   "opt_batch", "bounds")
+#: spelled out in a kept file's name rather than hashed into it
+SPELLED = ("schedule",)
 #: graph passes on by default: each measured on/off on the H100 (BENCHMARKS.md, "IOS on the fastest kernels")
 DEFAULT_PASSES = ("fold_bias", "pool_conv", "attention", "fuse_pointwise")
 
@@ -72,7 +92,28 @@ class PlanOptions(SearchOptions):
             named["depthwise_start_margin"] = f"start margin {self.depthwise_start_margin:g}"
         if self.depthwise_cudnn:
             named["depthwise_cudnn"] = "depthwise cudnn"
+        if not self.triton_depthwise:  # the kernels a stage and the final model are timed with
+            named["triton_depthwise"] = "no triton depthwise"
+        if self.triton_convs:
+            named["triton_convs"] = "triton convs"
         return named
+
+    def schedule_name(self, channels_last: bool) -> str:
+        """The saved schedule's name for these options (a baseline's: its name alone)."""
+        if self.schedule in ("sequential", "greedy"):
+            return self.schedule
+        digest = self.digest("schedule", channels_last=channels_last)
+        return f"{self.schedule}-r{self.r}-s{self.s}-k{self.keep}-{digest}"
+
+    def key(self, kind: str, *facts: Any) -> str:
+        """The key of the file ``kind`` (a key of :data:`DEPENDS_ON`) for these options: the declared options'
+        values in order (passes sorted), after ``facts`` (what else it depends on: versions, GPU, batch), then
+        :meth:`variant`'s. Kernel choices keep their older spelled-out form (``fuse True``)."""
+        if kind == "kernel_choices":
+            return " ".join([*map(str, facts[:1]), *(f"{k} {getattr(self, k)}" for k in DEPENDS_ON[kind]),
+                             *map(str, facts[1:]), *self.variant().values()])
+        values = [sorted(v) if isinstance(v := getattr(self, k), list) else v for k in DEPENDS_ON[kind]]
+        return "|".join(map(str, (*facts, *values, *self.variant().values())))
 
     def check(self) -> None:
         SearchOptions.check(self)
@@ -102,8 +143,9 @@ class PlanOptions(SearchOptions):
                               "the kernel choice) to below 10")
         at_least(self, 0, "opt_batch", "schedule_any_batch", "compile_threads")
 
-    def digest(self, keys: tuple[str, ...], **more: Any) -> str:
-        """A short hash of the named options (and ``more``, and :meth:`variant`): part of a saved file's name."""
-        settings = json.dumps({**{k: getattr(self, k) for k in keys}, **more, **self.variant()}, sort_keys=True,
-                              default=str)
+    def digest(self, kind: str, **more: Any) -> str:
+        """A short hash of the options file ``kind`` depends on (:data:`DEPENDS_ON`; and ``more``, and
+        :meth:`variant`): part of a saved schedule's or layout choice's name."""
+        hashed = {k: getattr(self, k) for k in DEPENDS_ON[kind] if k not in SPELLED}
+        settings = json.dumps({**hashed, **more, **self.variant()}, sort_keys=True, default=str)
         return hashlib.sha1(settings.encode()).hexdigest()[:10]

@@ -40,14 +40,9 @@ from .schedule import Schedule, ScheduleError, greedy, optimize, sequential
 from .schedule.options import OptionError
 from .workload import Workload, slug
 
-#: the options a saved schedule's file name hashes: changing one searches again
-SCHEDULE_KEYS = ("r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime", "streams",
-                 "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels", "passes")
-#: the options a saved layout choice's file name hashes
-LAYOUT_KEYS = ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes", "layout_screen")
 #: the stage-cost cache's version: bump it when what a cached stage time means changes (a change of the kernel
 #: candidates a stage is timed with is in its key already: CANDIDATES_VERSION)
-COST_CACHE_VERSION = "v3"
+COST_CACHE_VERSION = "v4"  # v4: the key from options.DEPENDS_ON (facts first, then the options)
 
 Guard = Callable[[], contextlib.AbstractContextManager[Any]] | None
 
@@ -148,8 +143,7 @@ class Planner:
                 self._remembered = CostCache(self.store / "cache" /
                                              f"kernel_choices-{slug(target.device_name())}.json", value=str)
                 # fuse: cuDNN's conv+bias+ReLU; cuDNN's plans searched or its heuristic's first
-                context = " ".join([library_versions(), f"fuse {self.options.fuse} candidates {CANDIDATES_VERSION}",
-                                    *self.options.variant().values()])  # a margin's choices are its own
+                context = self.options.key("kernel_choices", library_versions(), f"candidates {CANDIDATES_VERSION}")
             o = self.options
             self._kernels = KernelTable(o.kernels, timer, remembered=self._remembered, context=context,
                                         triton_depthwise=o.triton_depthwise, start_margin=o.depthwise_start_margin,
@@ -179,9 +173,8 @@ class Planner:
                            guard=self.guard, kernels=self.kernel_table(target))
         import torch
 
-        context = (COST_CACHE_VERSION, CANDIDATES_VERSION, work.device_name, torch.__version__,
-                   torch.backends.cudnn.version(), work.batch, work.precision, o.runtime, target.channels_last, o.fuse,
-                   o.number, o.repeat, o.cold, o.kernels, *sorted(o.passes), *o.variant().values())
+        context = (o.key("stage_costs", COST_CACHE_VERSION, CANDIDATES_VERSION, work.device_name, torch.__version__,
+                         torch.backends.cudnn.version(), work.batch, work.precision, target.channels_last),)
         path = self.store / "cache" / f"stage_costs-{slug(work.device_name)}.json" if self.store else None
         measured = MeasuredCostModel(timer, CostCache(path), context)
         calibrated = CalibratedCostModel(measured, analytic)
@@ -235,12 +228,10 @@ class Planner:
     def schedule_path(self, work: Workload, channels_last: bool) -> Path | None:
         """Where these settings' schedule for this workload is saved (None without a store).
         Every option that can change the searched schedule is in the name, as a short hash."""
-        stem, o = self._stem(work), self.options
+        stem = self._stem(work)
         if stem is None:
             return None
-        extra = "" if o.schedule in ("sequential", "greedy") else \
-            f"-r{o.r}-s{o.s}-k{o.keep}-{o.digest(SCHEDULE_KEYS, channels_last=bool(channels_last))}"
-        return stem.with_name(f"{stem.name}-{o.schedule}{extra}.json")
+        return stem.with_name(f"{stem.name}-{self.options.schedule_name(bool(channels_last))}.json")
 
     def plan(self, work: Workload, device: str) -> Plan:
         """The whole plan for ``work`` on ``device`` ("cpu", "cuda"), its model prepared to run at
@@ -463,7 +454,7 @@ class Planner:
         if device != "cuda":
             return False, "default", {}
         stem = self._stem(work)
-        name = f"layout-{o.digest(LAYOUT_KEYS)}.json"
+        name = f"layout-{o.digest('layout')}.json"
         path = stem.with_name(f"{stem.name}-{name}") if stem else None
         if path is not None and not o.research:
             # this batch's own file sorts first (distance 0); ties between other batches go to the smaller

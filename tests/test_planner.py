@@ -8,7 +8,7 @@ import pytest
 from ios_core.inputs import seeded_input
 from ios_core.interpreters.reference import reference_forward
 from ios_core.models import build_model
-from ios_core.planner import LAYOUT_KEYS, PlanError, Planner, PlanOptions, plan
+from ios_core.planner import PlanError, Planner, PlanOptions, plan
 from ios_core.runtime import ScheduledModel, TorchTarget
 from ios_core.schedule import OptionError, Schedule, SearchOptions
 from ios_core.workload import Workload
@@ -110,7 +110,7 @@ def test_a_layout_choice_saved_for_one_batch_size_serves_the_others(tmp_path, mo
     work = Workload(build_model("sample", **SMALL["sample"]), 16, "fp16", "NVIDIA H100")
     planner = Planner(PlanOptions(), tmp_path)
     own = planner._stem(work)
-    name = own.name + "-layout-" + PlanOptions().digest(LAYOUT_KEYS) + ".json"
+    name = own.name + "-layout-" + PlanOptions().digest("layout") + ".json"
     own.parent.mkdir(parents=True)
     for batch, nhwc in ((1, True), (64, False), (128, True)):
         (own.parent / name.replace("-bs16-", f"-bs{batch}-")).write_text(
@@ -241,4 +241,45 @@ def test_planning_again_times_the_layout_without_the_final_models_triton_templat
     assert PlanOptions().variant() == {}
     assert PlanOptions(depthwise_start_margin=0.05).variant() == {"depthwise_start_margin": "start margin 0.05"}
     assert PlanOptions(depthwise_cudnn=True).variant() == {"depthwise_cudnn": "depthwise cudnn"}
-    assert PlanOptions(depthwise_start_margin=0.05).digest(LAYOUT_KEYS) != PlanOptions().digest(LAYOUT_KEYS)
+    assert PlanOptions(depthwise_start_margin=0.05).digest("layout") != PlanOptions().digest("layout")
+
+
+def _changed(name: str, value):
+    """Another valid value of the option ``name`` (whose default is ``value``)."""
+    other = {"schedule": "greedy", "ending": "original", "search_core": "python", "cost_model": "analytic",
+             "runtime": "eager", "streams": "stage-order", "kernels": "cudnn", "cudnn_search": "heuristic",
+             "channels_last": "true", "passes": ["fold_bias"], "schedule_file": "s.json", "schedule_device": "gpu-a"}
+    if name in other:
+        return other[name]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + (0.05 if isinstance(value, float) else 1)
+    raise AssertionError(f"no other value for {name}={value!r}")
+
+
+def test_every_kept_file_depends_on_exactly_the_options_declared_for_it():
+    """One declaration (options.DEPENDS_ON) names what each kept file depends on; every option is either in it or
+    declared as none's. Changing an option that matters changes that file's key (a miss); one that does not keeps
+    every key (a hit). Options added later (variant) change every key only away from their default."""
+    import dataclasses
+
+    from ios_core.options import DEPENDS_ON, DEPENDS_ON_NONE
+
+    def keys(o: PlanOptions) -> dict[str, str]:
+        return {"schedule": o.schedule_name(False), "layout": o.digest("layout"),
+                "stage_costs": o.key("stage_costs", "v", "gpu", 1, "fp16", False),
+                "kernel_choices": o.key("kernel_choices", "torch x", "candidates 1")}
+
+    base = PlanOptions()
+    before = keys(base)
+    variant = set(PlanOptions(cudnn_search="heuristic", depthwise_cudnn=True, depthwise_start_margin=0.05,
+                              triton_depthwise=False, triton_convs=True).variant())
+    for f in dataclasses.fields(PlanOptions):
+        declared = {kind for kind, names in DEPENDS_ON.items() if f.name in names}
+        assert bool(declared) + (f.name in DEPENDS_ON_NONE) + (f.name in variant) == 1, \
+            f"option {f.name!r}: declare once which kept files depend on it (options.DEPENDS_ON)"
+        after = keys(dataclasses.replace(base, **{f.name: _changed(f.name, getattr(base, f.name))}))
+        changed = {kind for kind in before if before[kind] != after[kind]}
+        assert changed == (set(DEPENDS_ON) if f.name in variant else declared), f.name
+    assert keys(PlanOptions()) == before  # the defaults' keys are stable
