@@ -93,12 +93,10 @@ class RunContext:
         return self.tracks and not self.batched and not stopping
 
 
-def context(spec: RunSpec, sweep: Mapping[str, Any] | None, run_name: str, quiet: bool) -> RunContext:
-    """The run's context, from its spec and the sweep info its caller has (None for a single run)."""
-    plain = spec.config
-    tr = plain["tracking"]
-    job = SweepJob.of(sweep)
+def context(spec: RunSpec, job: SweepJob | None, run_name: str, quiet: bool) -> RunContext:
+    """The run's context, from its spec and its sweep job (None for a single run)."""
+    tr = spec.config["tracking"]
     tracking = {"enabled": tr["enabled"], "uri": tr["uri"],  # empty: the store beside wherever the record is
-                "experiment": tr["experiment"], **(sweep or {})}
+                "experiment": tr["experiment"], **(job.info if job is not None else {})}
     return RunContext(spec, MappingProxyType(tracking), job, run_name, quiet, launched_apart(),
                       bool(os.environ.get(ENV_JOB)))

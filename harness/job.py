@@ -83,7 +83,7 @@ def run(cfg: Any = None, sweep: dict[str, Any] | None = None, quiet: bool = Fals
     spec = resolve_run(cfg)
     label = spec.label()  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
     job = SweepJob.of(sweep)
-    ctx = context(spec, sweep, variant_name(spec, label, job), quiet)
+    ctx = context(spec, job, variant_name(spec, label, job), quiet)
     hook = plugin_manager().hook
     earlier = hook.harness_run_start(run=ctx)
     if earlier is not None:
