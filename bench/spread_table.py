@@ -14,7 +14,9 @@ def records(source: str):
     path = Path(source)
     if path.is_dir():
         for f in sorted(path.rglob("*.json")):
-            yield json.loads(f.read_text())
+            data = json.loads(f.read_text())
+            if "/sweeps/" not in str(f) and "metrics" in data:
+                yield data
         return
     with tarfile.open(path) as tar:
         for member in tar.getmembers():

@@ -68,9 +68,11 @@ class PlanOptions(SearchOptions):
     #: threads that compile the Triton programs of the kernel choice at once (0: every core this process may
     #: use; the harness gives a job under its load-aware launcher its CPU slot's share)
     compile_threads: int = 0
-    #: cuDNN's execution plan per convolution shape: ``benchmark`` (each new shape's candidate plans timed, torch's
-    #: cudnn.benchmark) or ``heuristic`` (the first plan cuDNN's heuristics rank, nothing timed)
-    cudnn_search: str = "benchmark"
+    #: cuDNN's execution plan per convolution shape: ``heuristic`` (the first plan cuDNN's heuristics rank, nothing
+    #: timed: the same plans in every process) or ``benchmark`` (each new shape's candidate plans timed, torch's
+    #: cudnn.benchmark, chosen anew by each process). Heuristic by default: the spread between processes is what
+    #: it removes (BENCHMARKS.md, "What makes processes differ")
+    cudnn_search: str = "heuristic"
     channels_last: str = "auto"  # auto (time both layouts on CUDA, keep the faster), true (NHWC), false (NCHW)
     layout_screen: float = 0.1  # auto layout: vendor kernels decide where one layout is faster by this fraction
     layout_any_batch: bool = True  # auto layout: reuse the choice saved for another batch size of the workload
@@ -86,7 +88,8 @@ class PlanOptions(SearchOptions):
 
     def variant(self) -> dict[str, str]:
         """Options that change every timing but were added after files were saved: named (in file names and
-        cache keys) only where not at their default, so the files saved before them are still found."""
+        cache keys) only where not at the value the files saved before them were made with, so those are still
+        found, and never taken for another value's (cudnn_search's default is now heuristic, named)."""
         named = {"cudnn_search": self.cudnn_search} if self.cudnn_search != "benchmark" else {}
         if self.depthwise_start_margin:  # it picks kernels in the search's stages and the layout's timing too
             named["depthwise_start_margin"] = f"start margin {self.depthwise_start_margin:g}"

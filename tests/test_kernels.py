@@ -374,15 +374,18 @@ print("ok", len({_POOL_CASES!r}))
     assert done.stdout.strip() == f"ok {len(_POOL_CASES)}", done.stderr[-2000:]
 
 
-def test_the_cudnn_search_option_is_checked_and_names_files_only_where_not_the_default():
+def test_the_cudnn_search_option_is_checked_and_names_files_only_where_not_what_older_files_were_made_with():
+    """Heuristic is the default; benchmark, what files were saved with before the option, stays unnamed, so a
+    schedule or layout timed with benchmark is found by it and never reused by the new default."""
     from ios_core.planner import PlanOptions
     from ios_core.runtime.target import use_cudnn_search
     from ios_core.schedule import OptionError
 
-    default, heuristic = PlanOptions(), PlanOptions(cudnn_search="heuristic")
-    heuristic.check()
-    assert default.variant() == {} and heuristic.variant() == {"cudnn_search": "heuristic"}
-    assert default.digest("layout") == PlanOptions(fuse=True).digest("layout") != heuristic.digest("layout")
+    default, benchmark = PlanOptions(), PlanOptions(cudnn_search="benchmark")
+    default.check()
+    assert default.cudnn_search == "heuristic"
+    assert benchmark.variant() == {} and default.variant() == {"cudnn_search": "heuristic"}
+    assert default.digest("layout") == PlanOptions(fuse=True).digest("layout") != benchmark.digest("layout")
     with pytest.raises(OptionError, match="cudnn_search.*'fastest'.*benchmark, heuristic"):
         PlanOptions(cudnn_search="fastest").check()
     with pytest.raises(ValueError, match="cudnn_search='find' is invalid; choose one of: benchmark, heuristic"):

@@ -238,16 +238,17 @@ def test_planning_again_times_the_layout_without_the_final_models_triton_templat
     with pytest.raises(OptionError, match="depthwise_start_margin=0.05 has no effect.*set depthwise_cudnn=true"):
         PlanOptions(depthwise_start_margin=0.05).check()
     # a margin picks other kernels in every timing: it names the saved files and the store's kernel choices
-    assert PlanOptions().variant() == {}
-    assert PlanOptions(depthwise_start_margin=0.05).variant() == {"depthwise_start_margin": "start margin 0.05"}
-    assert PlanOptions(depthwise_cudnn=True).variant() == {"depthwise_cudnn": "depthwise cudnn"}
+    old = {"cudnn_search": "benchmark"}  # what files were saved with before these options: nothing named
+    assert PlanOptions(**old).variant() == {}
+    assert PlanOptions(**old, depthwise_start_margin=0.05).variant() == {"depthwise_start_margin": "start margin 0.05"}
+    assert PlanOptions(**old, depthwise_cudnn=True).variant() == {"depthwise_cudnn": "depthwise cudnn"}
     assert PlanOptions(depthwise_start_margin=0.05).digest("layout") != PlanOptions().digest("layout")
 
 
 def _changed(name: str, value):
     """Another valid value of the option ``name`` (whose default is ``value``)."""
     other = {"schedule": "greedy", "ending": "original", "search_core": "python", "cost_model": "analytic",
-             "runtime": "eager", "streams": "stage-order", "kernels": "cudnn", "cudnn_search": "heuristic",
+             "runtime": "eager", "streams": "stage-order", "kernels": "cudnn", "cudnn_search": "benchmark",
              "channels_last": "true", "passes": ["fold_bias"], "schedule_file": "s.json", "schedule_device": "gpu-a"}
     if name in other:
         return other[name]
@@ -273,7 +274,7 @@ def test_every_kept_file_depends_on_exactly_the_options_declared_for_it():
 
     base = PlanOptions()
     before = keys(base)
-    variant = set(PlanOptions(cudnn_search="heuristic", depthwise_cudnn=True, depthwise_start_margin=0.05,
+    variant = set(PlanOptions(depthwise_cudnn=True, depthwise_start_margin=0.05,
                               triton_depthwise=False, triton_convs=True).variant())
     for f in dataclasses.fields(PlanOptions):
         declared = {kind for kind, names in DEPENDS_ON.items() if f.name in names}

@@ -49,10 +49,11 @@ class PyTorchConfig(BackendConfig):
     autotune_conv_backends: str = ""
     autotune_gemm_backends: str = ""
     compile_threads: int = 0  # Inductor's parallel compile workers; 0: the job's CPU share (all cores when alone)
-    #: CUDA: how cuDNN picks each convolution shape's plan, once per process: benchmark (torch's cudnn.benchmark:
-    #: its candidates timed on the shape's first call, the device held meanwhile under the load-aware launcher) or
-    #: heuristic (the first plan its heuristics rank, nothing timed). Every mode's convolutions go through it
-    cudnn_search: str = "benchmark"
+    #: CUDA: how cuDNN picks each convolution shape's plan, once per process: heuristic (the first plan its
+    #: heuristics rank, nothing timed, the same in every process; the default, BENCHMARKS.md "What makes processes
+    #: differ") or benchmark (torch's cudnn.benchmark: its candidates timed on the shape's first call, the device
+    #: held meanwhile under the load-aware launcher). Every mode's convolutions go through it
+    cudnn_search: str = "heuristic"
 
     def vendor_autotune(self) -> bool:
         """A max-autotune mode that times only cuDNN and cuBLAS for convolutions and GEMMs (no Triton template
