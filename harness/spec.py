@@ -16,6 +16,7 @@ from .backend import Backend
 from .config import BenchConfig, ConfigError, check_readable, default_backend, validate
 from .machine.environment import resolve_device
 from .models import ModelSource, resolve
+from .models.zoos import recurrent_layers
 from .plugins import get_backend
 
 #: the config groups a command line names presets of (``runner=quick``)
@@ -77,7 +78,18 @@ def resolve_run(cfg: Any) -> RunSpec:
 def _check_the_ir_takes(source: ModelSource, backend: type[Backend]) -> None:
     """An ONNX file for a backend that does not take ONNX (IOS takes the IR; PyTorch the IR's module): an operator
     the import cannot take at all is refused here, naming its node, without reading the weights (what only the
-    import finds stays the child's)."""
+    import finds stays the child's). A module factory for a backend that takes only the IR: a recurrent layer,
+    which exports to an operator of its own, is refused here, naming the layer (made on the meta device)."""
+    if source.kind == "module" and backend.forms and "graph" in backend.forms and "module" not in backend.forms:
+        from ios_core.onnx.importer import SUPPORTED_OPS
+
+        for path, op in recurrent_layers(source.ref):
+            if op not in SUPPORTED_OPS:
+                raise ConfigError(f"backend {backend.name} cannot take {source.label}: ios_core's IR, which it needs, "
+                                  f"cannot import it: its layer {path!r} (torch.nn.{op}) exports to the ONNX "
+                                  f"operator {op!r}, which the IR does not take; run it on backend=pytorch or "
+                                  f"backend=onnxruntime")
+        return
     if source.kind != "onnx" or "onnx" in backend.forms or not backend.forms:
         return
     import onnx

@@ -71,6 +71,23 @@ def cumsum_net():
     return Cumulative()
 
 
+def lstm_net():
+    """A module with a recurrent layer: its ONNX export is one LSTM operator, which ios_core's IR does not take."""
+    from torch import nn
+
+    class RowReader(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.pool = nn.AdaptiveAvgPool2d(16)
+            self.rows = nn.LSTM(input_size=4 * 16, hidden_size=8, batch_first=True)
+
+        def forward(self, x):
+            y = self.pool(self.conv(x))  # (n, 4, 16, 16) read row by row
+            return self.rows(y.permute(0, 2, 1, 3).flatten(2))[0]
+    return RowReader()
+
+
 def not_a_module():
     return 42
 

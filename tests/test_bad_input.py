@@ -24,6 +24,10 @@ CASES = [
     (["model=onnx", "model.path={dir}/cum.onnx", "backend=ios"],
      r"error: backend ios cannot take onnx:cum: ios_core's IR, which it needs, cannot import it: ONNX node '[^']+' "
      r"\(CumSum\): operator 'CumSum' is not supported; supported: .*", 2),
+    (["model=module", "model.target=tests.helpers:lstm_net", "backend=ios"],
+     r"error: backend ios cannot take module:lstm_net: ios_core's IR, which it needs, cannot import it: its layer "
+     r"'rows' \(torch.nn.LSTM\) exports to the ONNX operator 'LSTM', which the IR does not take; run it on "
+     r"backend=pytorch or backend=onnxruntime", 2),
     (["model=module", "model.target=os:getcwd"], r"error: model.target=os:getcwd returned str, not a torch.nn.Module",
      2),
     (["model=module", "model.target=nope_pkg.nets:make"], r"error: .*no module 'nope_pkg.nets' on the Python path.*",

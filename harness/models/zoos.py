@@ -126,14 +126,33 @@ def _weights_size(tv: Any, arch: str) -> int:
 
 
 def _factory(target: str, image_size: int) -> tuple[Any, tuple[int, int, int]]:
+    size = image_size or DEFAULT_SIZE
+    return _first_output_class()(_made(target)), (3, size, size)
+
+
+def _made(target: str) -> Any:
+    """What a user's factory returns, refused unless an ``nn.Module``."""
     import torch
 
     module_name, _, attr = target.partition(":")
     made = getattr(importlib.import_module(module_name), attr)()
     if not isinstance(made, torch.nn.Module):
         raise UserError(f"model.target={target} returned {type(made).__name__}, not a torch.nn.Module")
-    size = image_size or DEFAULT_SIZE
-    return _first_output_class()(made), (3, size, size)
+    return made
+
+
+def recurrent_layers(target: str) -> list[tuple[str, str]]:
+    """A module factory's recurrent layers (``torch.nn`` LSTM, GRU, RNN) as (path, class), found by making it on the
+    meta device: each exports to the ONNX operator of its class's name. Empty where the meta device cannot tell."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            module = _made(target)
+    except Exception:  # noqa: BLE001 - the meta device cannot tell (or the factory is wrong: check_on_meta says so)
+        return []
+    return [(path, type(m).__name__) for path, m in module.named_modules()
+            if isinstance(m, torch.nn.RNNBase) and type(m).__name__ in ("LSTM", "GRU", "RNN")]
 
 
 def check_on_meta(kind: str, ref: str, image_size: int) -> str | None:
