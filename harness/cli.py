@@ -72,7 +72,7 @@ def _task(cfg: Any) -> str:
             sweeps.record_unmeasured_job(str(cfg.tracking.results_dir), sweep, f"{type(why).__name__}: {why}",
                                       status="SKIPPED", label=_label(cfg))
             return "SKIPPED"
-        record = run(cfg, sweep=sweep)
+        record = run(cfg, sweep=sweep, background=sweep is None)
     except UserError as exc:  # bad input of any kind: one line, exit 2
         if os.environ.get("HARNESS_DEBUG"):
             raise

@@ -165,6 +165,9 @@ class TrackingConfig:
     uri: str = ""  # empty: sqlite store under results/
     experiment: str = "harness"
     results_dir: str = "results"  # under the current directory; made absolute before a run
+    #: a single run from the command line sends its record to MLflow from a detached process after printing its
+    #: summary, and returns at once; false: logged before the command returns. Sweeps send theirs in one batch
+    background: bool = True
 
 
 @dataclass

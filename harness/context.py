@@ -65,6 +65,7 @@ class RunContext:
     quiet: bool  # nothing printed (a run from Python that asked so)
     launched_apart: bool  # a Submitit job: an interrupt ends only this job (see launched_apart)
     in_loadaware_worker: bool  # a load-aware launcher's worker: its sweep's tree ends within seconds on a stop
+    background: bool = False  # its record goes to MLflow from a detached process (a single run from the CLI)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -93,10 +94,12 @@ class RunContext:
         return self.tracks and not self.batched and not stopping
 
 
-def context(spec: RunSpec, job: SweepJob | None, run_name: str, quiet: bool) -> RunContext:
-    """The run's context, from its spec and its sweep job (None for a single run)."""
+def context(spec: RunSpec, job: SweepJob | None, run_name: str, quiet: bool, background: bool = False
+            ) -> RunContext:
+    """The run's context, from its spec and its sweep job (None for a single run); ``background``: the caller
+    returns once the record is on disk and lets a detached process log it (where ``tracking.background``)."""
     tr = spec.config["tracking"]
     tracking = {"enabled": tr["enabled"], "uri": tr["uri"],  # empty: the store beside wherever the record is
                 "experiment": tr["experiment"], **(job.info if job is not None else {})}
     return RunContext(spec, MappingProxyType(tracking), job, run_name, quiet, launched_apart(),
-                      bool(os.environ.get(ENV_JOB)))
+                      bool(os.environ.get(ENV_JOB)), background and job is None and bool(tr.get("background")))

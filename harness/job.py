@@ -11,6 +11,7 @@ import copy
 import functools
 import json
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -27,6 +28,7 @@ from .measure.protocol import measure
 from .models import MODEL_KEYS
 from .plugins import label_options, plugin_manager, register_configs
 from .records import faults
+from .records.background import wait as wait_for_uploads
 from .records.record import Measurement, Record, Status
 from .records.tracking import flatten
 from .spec import RunSpec, resolve_run
@@ -66,14 +68,15 @@ def compose(overrides: list[str]) -> DictConfig:
 
 
 def run(cfg: Any = None, sweep: dict[str, Any] | None = None, quiet: bool = False, *,
-        overrides: list[str] | None = None) -> Record:
+        overrides: list[str] | None = None, background: bool = False) -> Record:
     """Measure one (model, backend, batch, device, precision); returns its :class:`Record`
     (a sweep's rerun returns the earlier one, ``skipped`` set; a run a signal stopped its KILLED one,
     ``stopped_by`` set: the caller decides whether to exit).
 
     ``cfg`` is a config (dict, DictConfig or BenchConfig); or give ``overrides`` as on the
     command line: ``run(overrides=["model=nasnet", "runner=quick"])``. Around the measurement the run
-    hooks (:mod:`harness.hookspecs`) keep, show and send the record."""
+    hooks (:mod:`harness.hookspecs`) keep, show and send the record; ``background`` (the CLI's single runs): sent by
+    a detached process, where ``tracking.background``, so the caller may exit once the record is on disk."""
     if overrides is not None:
         if cfg is not None:
             raise ConfigError("give either a config or overrides, not both")
@@ -83,7 +86,7 @@ def run(cfg: Any = None, sweep: dict[str, Any] | None = None, quiet: bool = Fals
     spec = resolve_run(cfg)
     label = spec.label()  # the variant's name (IOS-Both, PyTorch-CUDAGraph, ...), also when the run fails
     job = SweepJob.of(sweep)
-    ctx = context(spec, job, variant_name(spec, label, job), quiet)
+    ctx = context(spec, job, variant_name(spec, label, job), quiet, background)
     hook = plugin_manager().hook
     earlier = hook.harness_run_start(run=ctx)
     if earlier is not None:
@@ -91,6 +94,9 @@ def run(cfg: Any = None, sweep: dict[str, Any] | None = None, quiet: bool = Fals
         hook.harness_run_finished(run=ctx, record=earlier)
         return earlier
     record = Record.new(spec.config, dict(ctx.tracking), ctx.run_name)
+    for line in wait_for_uploads(ctx.results_dir):  # an earlier run's upload ends before this one's work starts
+        if not quiet:
+            print(f"{line} (an earlier run's background upload)", file=sys.stderr, flush=True)
     outcome, interrupted = _measure_locked(spec, record)
     status, line, label = _take_outcome(record, spec, outcome, interrupted, label, job)
     waited = _lease_accounting(record)

@@ -16,6 +16,7 @@ import json
 import sys
 
 from .config import TrackingConfig
+from .messages import one_line_warnings
 from .records import faults, sweeps
 from .records.record import Record
 from .records.store import StoreError
@@ -28,11 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", default=TrackingConfig.results_dir)
     ap.add_argument("--uri", default=None, help="override the store recorded in each record")
     ap.add_argument("--experiment", default=None)
+    ap.add_argument("--only", default=None, metavar="RUN_ID",
+                    help="send this one pending record and nothing else (what a single run's background upload "
+                         "does); sweeps are left as they are")
     ap.add_argument("--close-stale", action=argparse.BooleanOptionalAction, default=True,
                     help="end as KILLED the sweeps still marked RUNNING by another machine (results copied home "
                          "from a machine that was taken away mid-sweep; default). --no-close-stale leaves them "
                          "open, for a results folder shared with a machine whose sweep still runs")
     args = ap.parse_args(argv)
+    one_line_warnings()
     if not mlflow_available():
         print("error: MLflow is not installed here: pip install -e '.[mlflow]'", file=sys.stderr)
         return 2
@@ -45,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _upload(args: argparse.Namespace) -> int:
     paths = pending_records(args.results_dir)
+    if args.only is not None:
+        paths = [p for p in paths if p.stem == args.only]
     sent = 0
     trackers: dict[tuple[str, str], Tracker] = {}  # each store opened once for all its records
     for path in paths:
@@ -60,6 +67,9 @@ def _upload(args: argparse.Namespace) -> int:
             tr["experiment"] = args.experiment
         if deliver(record, args.results_dir, trackers):
             sent += 1
+    if args.only is not None:
+        print(f"uploaded {sent} of {len(paths)} pending record(s) ({args.only})")
+        return 0 if sent == len(paths) else 1
     reaped = sweeps.reap(args.results_dir, other_hosts=args.close_stale)  # sweeps whose process died: KILLED
     faults.point("upload.reaped")
     closed = sweeps.close_parents(args.results_dir, args.uri, args.experiment, strict=True)

@@ -9,7 +9,7 @@ import pytest
 
 import harness
 import harness.upload
-from harness.records import tracking
+from harness.records import background, tracking
 from harness.records.tracking import flatten, pending_records
 
 mlflow = pytest.importorskip("mlflow")
@@ -225,10 +225,11 @@ def test_a_read_only_store_is_one_line_naming_the_cause_and_the_fix(bench_cfg, t
 
 
 def test_a_store_made_read_only_says_so_in_one_line_without_tracebacks(tmp_path):
-    """The real thing where the filesystem can make a file immutable (root, ext4: chattr +i)."""
+    """The real thing where the filesystem can make a file immutable (root, ext4: chattr +i); the record logged
+    before the command returns (the background upload's report: the next test)."""
     results = tmp_path / "r"
     cmd = [sys.executable, "-m", "harness", "model=sample", "device=cpu", "runner=quick", "backend=overhead",
-           f"tracking.results_dir={results}"]
+           f"tracking.results_dir={results}", "tracking.background=false"]
     assert subprocess.run(cmd, capture_output=True, text=True).returncode == 0
     if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(results / "mlflow.db")],
                                                         capture_output=True).returncode != 0:
@@ -242,6 +243,66 @@ def test_a_store_made_read_only_says_so_in_one_line_without_tracebacks(tmp_path)
         f"warning: could not log to MLflow at sqlite:///{results}/mlflow.db (attempt to write a readonly database); "
         f"the record is kept in {results}/records/pending: make it writable, then run `python -m harness.upload "
         f"--results-dir {results}` later"]
+
+
+def _upload_ended(results) -> None:
+    """Wait for a background upload to end, leaving what it said for the next run."""
+    import fcntl
+
+    with open(results / "records" / background.LOCK) as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+
+
+def test_a_single_run_returns_with_its_record_on_disk_and_a_detached_upload_logs_it(tmp_path):
+    results = tmp_path / "r"
+    cmd = [sys.executable, "-m", "harness", "model=sample", "device=cpu", "runner=quick", "backend=overhead",
+           f"tracking.results_dir={results}"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    (made,) = [p.stem for p in (results / "records").rglob("*.json")]  # in pending/ or already delivered
+    assert background.wait(results) == []  # the upload ended and said nothing wrong
+    assert pending_records(results) == []
+    record = json.loads((results / "records" / f"{made}.json").read_text())
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{results}/mlflow.db")
+    assert client.get_run(record["mlflow_run_id"]).data.tags["harness.record_id"] == made
+    # a store it cannot write: the command still returns 0 at once; the next run in the folder says what failed
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(results / "mlflow.db")],
+                                                        capture_output=True).returncode != 0:
+        pytest.skip("this filesystem cannot make a file immutable (chattr +i)")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        _upload_ended(results)
+    finally:
+        subprocess.run(["chattr", "-i", str(results / "mlflow.db")])
+    assert out.returncode == 0 and out.stderr == "" and len(pending_records(results)) == 1, out.stderr
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stderr.strip().splitlines() == [
+        f"warning: could not log to MLflow at sqlite:///{results}/mlflow.db (attempt to write a readonly database); "
+        f"the record is kept in {results}/records/pending: make it writable, then run `python -m harness.upload "
+        f"--results-dir {results}` later (an earlier run's background upload)"], out.stderr
+    assert background.wait(results) == [] and len(pending_records(results)) == 1  # this run's own went in
+
+
+def test_a_run_waits_for_a_background_upload_before_its_work(tmp_path):
+    """The uploader's lock is held from before its process starts; wait() returns only once it is let go."""
+    import time
+
+    folder = tmp_path / "records"
+    folder.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import fcntl, os, sys, time
+fd = os.open({str(folder / background.LOCK)!r}, os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(1.5)
+"""], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    (folder / background.LOG).write_text("uploaded 0 of 1\nwarning: could not log to MLflow (x)\n")
+    began = time.monotonic()
+    said = background.wait(tmp_path)
+    assert time.monotonic() - began >= 1.0 and said == ["warning: could not log to MLflow (x)"]
+    assert background.wait(tmp_path) == [] and not (folder / background.LOG).exists()  # said once
+    holder.wait()
 
 
 def test_a_records_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):

@@ -1,0 +1,54 @@
+"""A single run's record sent to MLflow by a detached process, so the command returns once the record is on disk
+(opening a store and logging a run take seconds). The record stays in ``pending/`` until the store has it: a
+failed or killed upload loses nothing (``python -m harness.upload`` sends it later, as it would after a crash).
+
+The uploader holds a lock on its results folder from before it starts until it ends, and a run waits for it
+before measuring, so its CPU work never runs beside a measurement. What it could not do (a store it could not
+write) is in ``records/upload.log``, and the next run in the folder prints it (as git's background gc does)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .tracking import records_dir
+
+LOCK = ".uploading"  # in records/: held by a background upload
+LOG = "upload.log"  # in records/: what a background upload printed (a store it could not write, say)
+
+
+def start(results_dir: str | Path, run_id: str) -> int:
+    """Start the detached upload of the pending record ``run_id``; returns its pid. The lock is taken here, before
+    the process exists, and handed to it, so a run that starts next cannot miss it."""
+    folder = records_dir(results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier upload still running: this one follows it
+        with open(folder / LOG, "a") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "harness.upload", "--results-dir", str(results_dir),
+                                     "--only", run_id], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True, pass_fds=(lock,), close_fds=True)
+    finally:
+        os.close(lock)  # the child's copy keeps the lock until it exits
+    return proc.pid
+
+
+def wait(results_dir: str | Path) -> list[str]:
+    """Return once no background upload runs for this results folder (at once where none does), with the
+    warnings and errors the uploads since the last call left (each said once: the log is emptied)."""
+    folder = records_dir(results_dir)
+    if not (folder / LOCK).exists():
+        return []
+    fd = os.open(folder / LOCK, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # exclusive: no upload starts while the log is read and emptied
+        log = folder / LOG
+        said = log.read_text(errors="replace").splitlines() if log.exists() else []
+        log.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+    return [line for line in said if line.startswith(("warning:", "error:"))]
