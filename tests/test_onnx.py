@@ -7,7 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ios_core.inputs import seeded_input
 from ios_core.interpreters import reference_forward
 from ios_core.models import MODELS, build_model
-from ios_core.onnx import OnnxImportError, export_onnx, import_onnx
+from ios_core.onnx import SUPPORTED_OPS, OnnxImportError, export_onnx, import_onnx
 
 from .helpers import SMALL, import_torchvision_models, rel_err
 
@@ -51,8 +51,8 @@ def test_torchvision_models_import(arch, size, dynamo, tmp_path):
         assert rel_err(net(torch.from_numpy(x)).numpy(), ref) < 1e-4
 
 
-def _model(nodes, inits, out_shape=(1, 4, 5, 5)):
-    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 5])],
+def _model(nodes, inits, out_shape=(1, 4, 5, 5), in_shape=(1, 3, 5, 5)):
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out_shape))],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
@@ -92,6 +92,49 @@ def test_batchnorm_without_conv_is_a_channel_affine_op():
     want = (x - stats["m"][:, None, None]) / np.sqrt(stats["v"][:, None, None] + 1e-5) * stats["g"][:, None, None] \
         + stats["b"][:, None, None]
     np.testing.assert_allclose(reference_forward(graph, x), want, rtol=1e-6, atol=1e-6)  # float32 constants
+
+
+def test_transpose_without_perm_of_a_held_back_transpose_reverses_its_axes():
+    """ONNX's Transpose without ``perm`` reverses the axes, also of a transpose held back because it moves the
+    batch axis (which has no shape of its own to count the axes of); a ``perm`` that is no permutation of the
+    axes is refused by name."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 2, 3, 0], name="hold"),  # (3, 4, 5, B): held
+             helper.make_node("Transpose", ["t"], ["y"], name="rev")]  # (B, 5, 4, 3)
+    model = _model(nodes, {}, (2, 5, 4, 3), in_shape=(2, 3, 4, 5))
+    g = import_onnx(model)
+    assert g.output_shape == (5, 4, 3)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    assert rel_err(reference_forward(g, x), run_ort(model, x)) < 1e-6
+    nodes[1] = helper.make_node("Transpose", ["t"], ["y"], perm=[3, 0, 1], name="rev")
+    with pytest.raises(OnnxImportError, match=r"'rev' \(Transpose\): perm \[3, 0, 1\] is not a permutation of the 4 "
+                                              r"axes of 't'"):
+        import_onnx(_model(nodes, {}, (2, 5, 4), in_shape=(2, 3, 4, 5)))
+
+
+def test_squeeze_without_axes_of_a_held_back_transpose_squeezes_its_size_1_axes():
+    """A Squeeze without axes (opset 13+: an optional input) drops every axis of size 1: of a held-back transpose,
+    those of the view, found through its permutation."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2, 3], name="hold"),  # (3, B, 1, 5): held
+             helper.make_node("Slice", ["t", "s", "e"], ["u"], name="pick"),  # (1, B, 1, 5)
+             helper.make_node("Squeeze", ["u"], ["y"], name="squeeze")]  # (B, 5)
+    model = _model(nodes, {"s": np.array([1]), "e": np.array([2])}, (2, 5), in_shape=(2, 3, 1, 5))
+    g = import_onnx(model)
+    x = np.random.default_rng(0).standard_normal((2, 3, 1, 5)).astype(np.float32)
+    want = run_ort(model, x)
+    assert want.shape == (2, 5)
+    assert np.prod(g.output_shape) == 5 and rel_err(reference_forward(g, x), want) < 1e-6
+
+
+@pytest.mark.parametrize("op", [op for op in SUPPORTED_OPS if op != "Constant"])
+def test_an_unknown_input_is_named_by_every_converter(op):
+    """A tensor no graph input, initializer or earlier node makes is refused in one line naming it, before the
+    converter runs: some read the input's shape first (Reshape, MatMul, Einsum gave a bare KeyError)."""
+    kw = {"equation": "bij,bjk->bik"} if op == "Einsum" else {}
+    model = _model([helper.make_node(op, ["ghost", "k"], ["y"], name="bad", **kw)],
+                   {"k": np.ones((3, 3), np.float32)})
+    with pytest.raises(OnnxImportError, match=rf"^ONNX node 'bad' \({op}\): input 'ghost' is unknown: no graph "
+                                              rf"input, initializer or earlier node makes it$"):
+        import_onnx(model)
 
 
 def test_corrupt_and_missing_files(tmp_path):

@@ -121,9 +121,13 @@ def expand(imp: Importer, n: onnx.NodeProto, a: dict) -> None:
 # -- transposes, slices, gathers (which read a held-back Transpose: lazy.py) --------------------------
 @converter("Transpose")
 def transpose(imp: Importer, n: onnx.NodeProto, a: dict) -> None:
+    """Without ``perm`` ONNX reverses the axes: a held-back source has no shape of its own, its rank is its
+    permutation's."""
     src = n.input[0]
-    rank = len(imp.full(src)) if src in imp.symbols else 0
+    rank = len(imp.lazy[src][1]) if src in imp.lazy else len(imp.full(src))
     perm = tuple(int(p) for p in a.get("perm", reversed(range(rank))))
+    if sorted(perm) != list(range(rank)):
+        raise imp.error(n, f"perm {list(perm)} is not a permutation of the {rank} axes of {src!r}")
     if src in imp.lazy:  # a transpose of a held-back transpose: compose them
         return lazy.compose(imp, src, perm, n.output[0])
     x, mode = imp.tensor(n, src)

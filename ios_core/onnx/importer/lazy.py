@@ -78,11 +78,13 @@ def slice_held(imp: Host, n: onnx.NodeProto, src: str, axes: list[int], starts: 
 
 def squeeze(imp: Host, n: onnx.NodeProto, src: str, axes: list[int], out: str) -> None:
     """A Squeeze of a held-back transpose: the source reshaped without those axes, held back by the
-    permutation without them."""
+    permutation without them. No ``axes`` (ONNX: every axis of size 1) are read through the permutation too."""
     base, perm = imp.lazy[src]
     rank = len(perm)
-    gone = sorted(perm[x % rank] for x in axes)
     full = imp.symbols.full(base)
+    if not axes:
+        axes = [x for x, p in enumerate(perm) if full[p] == 1]
+    gone = sorted(perm[x % rank] for x in axes)
     if any(full[g] != 1 for g in gone):
         raise imp.error(n, f"Squeeze of axes {axes} that are not of size 1")
     tmp = f"{out}#base"

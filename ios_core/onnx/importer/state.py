@@ -284,6 +284,10 @@ class Importer:
             convert = CONVERTERS.get(n.op_type)
             if convert is None:
                 raise self.error(n, unknown(n))
+            for i in n.input:  # refused here for every converter: some read an input's shape before its expression
+                if i and i not in self.symbols and i not in self.consts and i not in self.lazy:
+                    raise self.error(n, f"input {i!r} is unknown: no graph input, initializer or earlier node "
+                                        f"makes it")
             convert(self, n, attrs(n))
         if len(g.output) != 1:
             raise OnnxImportError(f"expected one graph output, found {len(g.output)}")
