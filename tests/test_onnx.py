@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -134,6 +136,18 @@ def test_an_unknown_input_is_named_by_every_converter(op):
                    {"k": np.ones((3, 3), np.float32)})
     with pytest.raises(OnnxImportError, match=rf"^ONNX node 'bad' \({op}\): input 'ghost' is unknown: no graph "
                                               rf"input, initializer or earlier node makes it$"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize(("node", "why"), [
+    (helper.make_node("Add", ["x"], ["y"], name="bad"), "1 input(s), where Add takes 2"),
+    (helper.make_node("MatMul", ["x"], ["y"], name="bad"), "1 input(s), where MatMul takes 2"),
+    (helper.make_node("Clip", ["x", "k", "k", "k"], ["y"], name="bad"), "4 input(s), where Clip takes 1 to 3")])
+def test_a_node_with_the_wrong_number_of_inputs_is_one_line(node, why):
+    """ONNX's own schema says how many inputs an operator takes: Add with one gave StopIteration, MatMul
+    IndexError."""
+    model = _model([node], {"k": np.ones(1, np.float32)}, (1, 3, 5, 5))
+    with pytest.raises(OnnxImportError, match=re.escape(f"ONNX node 'bad' ({node.op_type}): {why} (ONNX opset 17)")):
         import_onnx(model)
 
 

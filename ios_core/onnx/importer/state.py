@@ -13,7 +13,7 @@ from ...ir import Graph, GraphError, Value
 from ...ir.nodes import Flatten, Identity, Node, Op, Placeholder, Shape
 from . import lazy
 from .blocks import cut
-from .errors import OnnxImportError, at, foreign, unknown
+from .errors import OnnxImportError, arity, at, foreign, unknown
 from .fold import fold, folds
 from .registry import CONVERTERS, attrs
 from .symbols import BatchAxis, Expr, SymbolTable, key
@@ -288,6 +288,8 @@ class Importer:
                 if i and i not in self.symbols and i not in self.consts and i not in self.lazy:
                     raise self.error(n, f"input {i!r} is unknown: no graph input, initializer or earlier node "
                                         f"makes it")
+            if why := arity(n, self.opset):  # a converter reads its inputs by position
+                raise self.error(n, why)
             convert(self, n, attrs(n))
         if len(g.output) != 1:
             raise OnnxImportError(f"expected one graph output, found {len(g.output)}")
