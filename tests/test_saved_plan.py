@@ -95,3 +95,14 @@ def test_the_example_plans_saves_loads_and_runs(tmp_path):
     assert lines[1].startswith("loaded (schedule file) and ran its first inference in ")
     assert lines[2].startswith("output (1, 1000, 1, 1), relative error against the float64 reference ")
     assert float(lines[2].rsplit(" ", 1)[1]) < 1e-4
+
+
+def test_a_loaded_plan_takes_and_gives_torch_tensors(saved):
+    """A service holds torch tensors: one goes in as it is (any device, any float type), one comes out."""
+    import torch
+
+    folder, _, x, want = saved
+    ready = load_plan(folder, "cpu")
+    y = ready.infer(ready.load_input(torch.from_numpy(x).double()))
+    assert isinstance(y, torch.Tensor) and tuple(y.shape) == want.shape
+    assert abs(y.detach().double().numpy() - want).max() < 1e-3

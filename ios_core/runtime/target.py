@@ -78,10 +78,12 @@ class TorchTarget:
             module = module.to(memory_format=self.torch.channels_last)
         return module
 
-    def tensor(self, x: np.ndarray):
-        """A numpy array on the device in the target dtype (NHWC memory for 4-D ones when
-        channels_last): inputs and weights alike."""
-        return self._laid_out(self.torch.from_numpy(np.ascontiguousarray(x)).to(device=self.device, dtype=self.dtype))
+    def tensor(self, x: Any):
+        """A numpy array or a torch tensor (a caller's own, on any device) on the device in the target dtype
+        (NHWC memory for 4-D ones when channels_last): inputs and weights alike."""
+        if not isinstance(x, self.torch.Tensor):
+            x = self.torch.from_numpy(np.ascontiguousarray(x))
+        return self._laid_out(x.to(device=self.device, dtype=self.dtype))
 
     def random(self, shape: tuple[int, ...], generator, scale: float = 0.05):
         """Normal random values times ``scale``, made on the device in the target dtype and layout (for
@@ -133,7 +135,7 @@ class TorchTarget:
         with torch.cuda.graph(graph, stream=side), torch.inference_mode():
             static_out = fn(static_in)
 
-        def load(x: np.ndarray):
+        def load(x: Any):  # numpy or torch
             static_in.copy_(self.tensor(x))
             return static_in
 
