@@ -95,6 +95,9 @@ def test_the_example_plans_saves_loads_and_runs(tmp_path):
     assert lines[1].startswith("loaded (schedule file) and ran its first inference in ")
     assert lines[2].startswith("output (1, 1000, 1, 1), relative error against the float64 reference ")
     assert float(lines[2].rsplit(" ", 1)[1]) < 1e-4
+    again = subprocess.run([*out.args, "--load-only"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})  # a service's process: loads, plans nothing
+    assert again.returncode == 0 and again.stdout.splitlines()[0].startswith("loaded (schedule file)"), again.stderr
 
 
 def test_a_loaded_plan_takes_and_gives_torch_tensors(saved):
