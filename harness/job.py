@@ -94,9 +94,8 @@ def run(cfg: Any = None, sweep: dict[str, Any] | None = None, quiet: bool = Fals
         hook.harness_run_finished(run=ctx, record=earlier)
         return earlier
     record = Record.new(spec.config, dict(ctx.tracking), ctx.run_name)
-    for line in wait_for_uploads(ctx.results_dir):  # an earlier run's upload ends before this one's work starts
-        if not quiet:
-            print(f"{line} (an earlier run's background upload)", file=sys.stderr, flush=True)
+    for line in wait_for_uploads(ctx.results_dir, take_log=not quiet):  # an earlier run's upload ends first
+        print(f"{line} (an earlier run's background upload)", file=sys.stderr, flush=True)
     outcome, interrupted = _measure_locked(spec, record)
     status, line, label = _take_outcome(record, spec, outcome, interrupted, label, job)
     waited = _lease_accounting(record)

@@ -17,7 +17,7 @@ import sys
 
 from .config import TrackingConfig
 from .messages import one_line_warnings
-from .records import faults, sweeps
+from .records import background, faults, sweeps
 from .records.record import Record
 from .records.store import StoreError
 from .records.tracking import Tracker, default_uri, deliver, mlflow_available, pending_records
@@ -42,10 +42,19 @@ def main(argv: list[str] | None = None) -> int:
         print("error: MLflow is not installed here: pip install -e '.[mlflow]'", file=sys.stderr)
         return 2
     try:
-        return _upload(args)
+        if args.only is not None:  # a run's background upload: the folder's lock is already its own (inherited)
+            return _upload(args)
+        with background.held(args.results_dir):  # never beside a background upload of the same record
+            return _upload(args)
     except StoreError as exc:  # a half-made store: nothing sent, the records stay pending
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - a background upload's failure is one line the next run shows
+        if args.only is None:
+            raise
+        print(f"error: the upload of record {args.only} failed ({type(exc).__name__}: {exc}); it stays in "
+              f"{args.results_dir}/records/pending: `python -m harness.upload` sends it", file=sys.stderr)
+        return 1
 
 
 def _upload(args: argparse.Namespace) -> int:

@@ -58,7 +58,8 @@ def save_plan(plan: Plan, work: Workload, options: PlanOptions, path: str | Path
     before the passes: loading applies the schedule's passes again, as a schedule file is run."""
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
-    made = MadeFor(work.device_name or plan.target.device_name(), work.batch, work.precision, library_versions())
+    # the device's own name, as load_plan reads it there (a workload's device_name may be a caller's label)
+    made = MadeFor(plan.target.device_name(), work.batch, work.precision, library_versions())
     run = {k: getattr(options, k) for k in RUN_OPTIONS}
     data = {"format": FORMAT, "made_for": dataclasses.asdict(made), "options": run, "graph": work.graph.to_dict()}
     plan.schedule.to_json(folder / "schedule.json")  # with the passes, layout and kernels it runs with
@@ -85,8 +86,12 @@ def load_plan(path: str | Path, device: str = "cuda", batch: int | None = None, 
     wrong = made.mismatch(here)
     if wrong:
         raise SavedPlanError(f"{folder}: {wrong}; plan it again here (its kernels and schedule were timed there)")
-    # run as a given schedule file: nothing searched, never saved over (the folder may be read-only)
-    options = PlanOptions(**data["options"], schedule_file=str(folder / "schedule.json"), progress=False)
+    # run as a given schedule file: nothing searched, never saved over (the folder may be read-only); a plan made
+    # with cudnn_search=benchmark lets cuDNN time its plans on their first calls, as it did when it was made
+    try:
+        options = PlanOptions(**data["options"], schedule_file=str(folder / "schedule.json"), progress=False)
+    except TypeError as exc:  # an option this version does not have: saved by another one
+        raise SavedPlanError(f"{folder}: a saved plan with options this ios_core does not know ({exc})") from None
     options.check()
     return Planner(options).plan(Workload(graph, made.batch, made.precision, made.device), device)
 

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    work = Workload(build_model("sample", **SMALL["sample"]), 2, "fp32", "cpu")
+    work = Workload(build_model("sample", **SMALL["sample"]), 2, "fp32", "a caller's label")
     options = PlanOptions(part_size=8, select=False)
     plan = Planner(options, tmp_path_factory.mktemp("store")).plan(work, "cpu")
     folder = save_plan(plan, work, options, tmp_path_factory.mktemp("plans") / "sample.plan")
@@ -109,3 +109,6 @@ def test_a_loaded_plan_takes_and_gives_torch_tensors(saved):
     y = ready.infer(ready.load_input(torch.from_numpy(x).double()))
     assert isinstance(y, torch.Tensor) and tuple(y.shape) == want.shape
     assert abs(y.detach().double().numpy() - want).max() < 1e-3
+    nhwc = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)  # a caller's layout: made dense
+    assert abs(ready.infer(ready.load_input(nhwc)).detach().double().numpy() - want).max() < 1e-3
+    assert json.loads((folder / "plan.json").read_text())["made_for"]["device"] == "cpu"  # the device's own name

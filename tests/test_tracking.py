@@ -305,6 +305,36 @@ time.sleep(1.5)
     holder.wait()
 
 
+def test_an_upload_waits_for_a_background_one_and_a_failed_background_upload_says_so(tmp_path, capsys,
+                                                                                     monkeypatch):
+    """harness.upload holds the folder's lock, so it never sends a record a background upload sends (two MLflow
+    runs); a background upload that fails leaves one line for the next run."""
+    import time
+
+    folder = tmp_path / "records"
+    folder.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import fcntl, os, time
+fd = os.open({str(folder / background.LOCK)!r}, os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(1.5)
+"""], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    began = time.monotonic()
+    assert harness.upload.main(["--results-dir", str(tmp_path)]) == 0
+    assert time.monotonic() - began >= 1.0
+    holder.wait()
+
+    def broken(args):
+        raise FileNotFoundError("moved by another upload")
+    monkeypatch.setattr(harness.upload, "_upload", broken)
+    assert harness.upload.main(["--results-dir", str(tmp_path), "--only", "abc"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: the upload of record abc failed (FileNotFoundError: moved by another upload); it stays in "
+        f"{tmp_path}/records/pending: `python -m harness.upload` sends it")
+
+
 def test_a_records_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
     records = tmp_path / "r" / "records"
     records.mkdir(parents=True)

@@ -20,7 +20,10 @@ def harness_run_finished(run: RunContext, record: Record) -> None:
     elif not run.sends_now(record):
         return
     elif run.background and mlflow_available():  # without MLflow the inline path says so in its line
-        background.start(run.results_dir, record.run_id)
-        return
+        try:
+            background.start(run.results_dir, record.run_id)
+            return
+        except OSError:  # no process could be started: logged here instead
+            pass
     with delivering(run.results_dir):
         deliver(record, run.results_dir)

@@ -151,8 +151,9 @@ def recurrent_layers(target: str) -> list[tuple[str, str]]:
             module = _made(target)
     except Exception:  # noqa: BLE001 - the meta device cannot tell (or the factory is wrong: check_on_meta says so)
         return []
-    return [(path, type(m).__name__) for path, m in module.named_modules()
-            if isinstance(m, torch.nn.RNNBase) and type(m).__name__ in ("LSTM", "GRU", "RNN")]
+    kinds = (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN)  # a user's subclass exports as its base
+    return [(path, next(k.__name__ for k in kinds if isinstance(m, k))) for path, m in module.named_modules()
+            if isinstance(m, kinds)]
 
 
 def check_on_meta(kind: str, ref: str, image_size: int) -> str | None:

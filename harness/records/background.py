@@ -8,10 +8,12 @@ write) is in ``records/upload.log``, and the next run in the folder prints it (a
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from .tracking import records_dir
@@ -26,29 +28,60 @@ def start(results_dir: str | Path, run_id: str) -> int:
     folder = records_dir(results_dir)
     folder.mkdir(parents=True, exist_ok=True)
     lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_DEBUG"}  # its lines read as the next run shows them
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier upload still running: this one follows it
         with open(folder / LOG, "a") as log:
             proc = subprocess.Popen([sys.executable, "-m", "harness.upload", "--results-dir", str(results_dir),
-                                     "--only", run_id], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                     "--only", run_id], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                     start_new_session=True, pass_fds=(lock,), close_fds=True)
     finally:
         os.close(lock)  # the child's copy keeps the lock until it exits
     return proc.pid
 
 
-def wait(results_dir: str | Path) -> list[str]:
-    """Return once no background upload runs for this results folder (at once where none does), with the
-    warnings and errors the uploads since the last call left (each said once: the log is emptied)."""
+@contextlib.contextmanager
+def held(results_dir: str | Path) -> Iterator[None]:
+    """The folder's upload lock for a whole ``python -m harness.upload``, so that it and a background upload never
+    send the same record at once (one MLflow run per record). Where the filesystem has no locks: nothing held."""
+    folder = records_dir(results_dir)
+    fd = _open(folder)
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _open(folder: Path) -> int | None:
+    """The lock file, open for writing (an exclusive lock needs it on NFS), or None where it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+
+
+def wait(results_dir: str | Path, take_log: bool = True) -> list[str]:
+    """Return once no background upload runs for this results folder (at once where none does), with what the
+    uploads since the last call said beyond their "uploaded" lines (each said once: the log is emptied; with
+    ``take_log`` false it is left for a run that shows it). A lock the filesystem refuses waits for nothing."""
     folder = records_dir(results_dir)
     if not (folder / LOCK).exists():
         return []
-    fd = os.open(folder / LOCK, os.O_RDONLY)
+    fd = _open(folder)
+    if fd is None:
+        return []
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # exclusive: no upload starts while the log is read and emptied
+        with contextlib.suppress(OSError):  # no locks here (some network filesystems): nothing to wait for
+            fcntl.flock(fd, fcntl.LOCK_EX)  # exclusive: no upload starts while the log is read and emptied
         log = folder / LOG
-        said = log.read_text(errors="replace").splitlines() if log.exists() else []
+        if not take_log or not log.exists():
+            return []
+        said = log.read_text(errors="replace").splitlines()
         log.unlink(missing_ok=True)
     finally:
         os.close(fd)
-    return [line for line in said if line.startswith(("warning:", "error:"))]
+    return [line for line in said if line.strip() and not line.startswith("uploaded ")]

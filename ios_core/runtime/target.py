@@ -92,8 +92,11 @@ class TorchTarget:
                               .to(self.dtype))
 
     def _laid_out(self, t):
-        """A 4-D tensor in NHWC memory when the target is channels_last; anything else as it is."""
-        return t.contiguous(memory_format=self.torch.channels_last) if self.channels_last and t.dim() == 4 else t
+        """A 4-D tensor in NHWC memory when the target is channels_last; anything else dense in its own order
+        (a caller's NHWC or strided tensor reaches no kernel chosen for NCHW)."""
+        if self.channels_last and t.dim() == 4:
+            return t.contiguous(memory_format=self.torch.channels_last)
+        return t.contiguous()
 
     def generator(self, seed: int = 0):
         """A seeded random generator on the target's device (for :meth:`random`)."""

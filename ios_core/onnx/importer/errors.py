@@ -28,7 +28,7 @@ def unknown(node: onnx.NodeProto) -> str:
 def arity(node: onnx.NodeProto, opset: int) -> str | None:
     """Why the node has too few or too many inputs for its operator at this opset (ONNX's own schema), or None."""
     try:
-        schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+        schema = onnx.defs.get_schema(node.op_type, opset, "" if node.domain == "ai.onnx" else node.domain)
     except onnx.defs.SchemaError:  # no such operator at this opset: the converter says what it takes
         return None
     given = len(node.input)
