@@ -283,20 +283,26 @@ def test_a_single_run_returns_with_its_record_on_disk_and_a_detached_upload_logs
     assert background.wait(results) == [] and len(pending_records(results)) == 1  # this run's own went in
 
 
+def _hold_upload_lock(folder, seconds: float) -> subprocess.Popen:
+    """Another process holding the folder's upload lock (as a background upload does) for ``seconds``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import fcntl, os, time
+fd = os.open({str(folder / background.LOCK)!r}, os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep({seconds})
+"""], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
 def test_a_run_waits_for_a_background_upload_before_its_work(tmp_path):
     """The uploader's lock is held from before its process starts; wait() returns only once it is let go."""
     import time
 
     folder = tmp_path / "records"
-    folder.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", f"""
-import fcntl, os, sys, time
-fd = os.open({str(folder / background.LOCK)!r}, os.O_RDWR | os.O_CREAT)
-fcntl.flock(fd, fcntl.LOCK_EX)
-print("held", flush=True)
-time.sleep(1.5)
-"""], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    holder = _hold_upload_lock(folder, 1.5)
     (folder / background.LOG).write_text("uploaded 0 of 1\nwarning: could not log to MLflow (x)\n")
     began = time.monotonic()
     said = background.wait(tmp_path)
@@ -312,15 +318,7 @@ def test_an_upload_waits_for_a_background_one_and_a_failed_background_upload_say
     import time
 
     folder = tmp_path / "records"
-    folder.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", f"""
-import fcntl, os, time
-fd = os.open({str(folder / background.LOCK)!r}, os.O_RDWR | os.O_CREAT)
-fcntl.flock(fd, fcntl.LOCK_EX)
-print("held", flush=True)
-time.sleep(1.5)
-"""], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    holder = _hold_upload_lock(folder, 1.5)
     began = time.monotonic()
     assert harness.upload.main(["--results-dir", str(tmp_path)]) == 0
     assert time.monotonic() - began >= 1.0
