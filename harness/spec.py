@@ -80,7 +80,7 @@ def _check_the_ir_takes(source: ModelSource, backend: type[Backend]) -> None:
     the import cannot take at all is refused here, naming its node, without reading the weights (what only the
     import finds stays the child's). A module factory for a backend that takes only the IR: a recurrent layer,
     which exports to an operator of its own, is refused here, naming the layer (made on the meta device)."""
-    if source.kind == "module" and backend.forms and "graph" in backend.forms and "module" not in backend.forms:
+    if source.kind == "module" and "graph" in backend.forms and "module" not in backend.forms:
         from ios_core.onnx.importer import SUPPORTED_OPS
 
         for path, op in recurrent_layers(source.ref):

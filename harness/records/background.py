@@ -26,8 +26,9 @@ def start(results_dir: str | Path, run_id: str) -> int:
     """Start the detached upload of the pending record ``run_id``; returns its pid. The lock is taken here, before
     the process exists, and handed to it, so a run that starts next cannot miss it."""
     folder = records_dir(results_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = _open(folder)
+    if lock is None:  # the caller logs the record itself
+        raise OSError(f"cannot open {folder / LOCK}")
     env = {k: v for k, v in os.environ.items() if k != "HARNESS_DEBUG"}  # its lines read as the next run shows them
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier upload still running: this one follows it
@@ -44,11 +45,11 @@ def start(results_dir: str | Path, run_id: str) -> int:
 def held(results_dir: str | Path) -> Iterator[None]:
     """The folder's upload lock for a whole ``python -m harness.upload``, so that it and a background upload never
     send the same record at once (one MLflow run per record). Where the filesystem has no locks: nothing held."""
-    folder = records_dir(results_dir)
-    fd = _open(folder)
+    fd = _open(records_dir(results_dir))
     try:
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            with contextlib.suppress(OSError):  # no locks here (some network filesystems)
+                fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         if fd is not None:
@@ -71,17 +72,10 @@ def wait(results_dir: str | Path, take_log: bool = True) -> list[str]:
     folder = records_dir(results_dir)
     if not (folder / LOCK).exists():
         return []
-    fd = _open(folder)
-    if fd is None:
-        return []
-    try:
-        with contextlib.suppress(OSError):  # no locks here (some network filesystems): nothing to wait for
-            fcntl.flock(fd, fcntl.LOCK_EX)  # exclusive: no upload starts while the log is read and emptied
+    with held(results_dir):  # exclusive: no upload starts while the log is read and emptied
         log = folder / LOG
         if not take_log or not log.exists():
             return []
         said = log.read_text(errors="replace").splitlines()
         log.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
     return [line for line in said if line.strip() and not line.startswith("uploaded ")]
