@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from harness.backend import Backend, BackendError, Model, Prepared, store_dir
-from harness.machine.leases import exclusive
+from harness.machine.leases import cpu_threads, exclusive
 from ios_core.runtime.target import TorchTarget, faster_layout, layout_name, parse_channels_last, use_cudnn_search
 
 from . import inductor
@@ -30,13 +30,15 @@ class PyTorchBackend(Backend[PyTorchConfig]):
     requires = ("torch",)
     extra = ""
     gpu_run = "H200, 2026-11-26 (timm modules: CUDA graph, compile)"
-    label_options = ("mode", "compile_mode")
+    label_options = ("mode", "compile_mode", "compile_backend")
     forms = ("module",)
 
     @classmethod
     def label_of(cls, cfg: PyTorchConfig) -> str:
         if cfg.mode.value != "compile":
             return LABELS[cfg.mode.value]
+        if cfg.compile_backend == "ios":
+            return "TorchCompile-IOS"
         return COMPILE_LABELS[cfg.compile_mode] + ("-Vendor" if cfg.vendor_autotune() else "")
 
     def prepare(self, model: Model, batch: int, device: str, precision: str) -> Prepared:
@@ -91,7 +93,7 @@ class PyTorchBackend(Backend[PyTorchConfig]):
                           "raise it, choose a lighter backend.compile_mode, or time no Triton convolution "
                           "templates: backend.autotune_conv_backends=ATEN"), tuning, torch.inference_mode(), \
                     inductor.settings(self.cfg, store_dir(self.cfg.store)) as facts:
-                fn = torch.compile(module, mode=self.cfg.compile_mode)
+                fn = self._compiled(module)
                 for _ in range(3):
                     fn(example)
                 target.synchronize()
@@ -99,6 +101,17 @@ class PyTorchBackend(Backend[PyTorchConfig]):
             infer, load = target.capture(fn, example)
             return target, infer, load, facts
         return target, target.infer_fn(fn), target.tensor, facts
+
+    def _compiled(self, module: Any) -> Any:
+        """torch.compile of ``module`` with the configured backend: IOS plans in the store, its cuDNN plans
+        chosen as this backend's, its compiles on the job's CPU share (the rest falls back to Inductor)."""
+        import torch
+
+        if self.cfg.compile_backend == "inductor":
+            return torch.compile(module, mode=self.cfg.compile_mode)
+        options: dict[str, Any] = {"store": str(store_dir(self.cfg.store)), "cudnn_search": self.cfg.cudnn_search,
+                   "compile_threads": self.cfg.compile_threads or cpu_threads()}
+        return torch.compile(module, backend="ios", options=options)  # type: ignore[arg-type]
 
     @staticmethod
     def _plan_convolutions(target: TorchTarget, module: Any, example: Any) -> None:

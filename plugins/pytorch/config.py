@@ -27,6 +27,9 @@ def backend_names(value: str) -> list[str]:
     return [b.strip().upper() for b in value.split(",") if b.strip()]
 
 
+#: mode=compile: who compiles the graph torch.compile captures (Inductor, or IOS through its torch.compile backend)
+COMPILE_BACKENDS = ("inductor", "ios")
+
 LABELS = {"eager": "PyTorch", "cudagraph": "PyTorch-CUDAGraph"}
 COMPILE_LABELS = {"default": "TorchCompile", "reduce-overhead": "TorchCompile-RO", "max-autotune": "TorchCompile-MA",
                   "max-autotune-no-cudagraphs": "TorchCompile-MA-NoCG"}
@@ -37,6 +40,9 @@ class PyTorchConfig(BackendConfig):
     name: str = "pytorch"
     mode: Mode = Mode.eager
     compile_mode: str = "default"  # one of COMPILE_MODES (torch.compile's spelling)
+    #: mode=compile: inductor, or ios (torch.compile(backend="ios"): IOS plans what its IR takes, Inductor the
+    #: rest; compile_mode and the Inductor options apply to that rest)
+    compile_backend: str = "inductor"
     channels_last: str = "auto"  # true (NHWC), false (NCHW), auto: timed on CUDA, NHWC for compile, NCHW on CPU
     compile_timeout_s: float = 1800.0  # mode=compile: a longer compile fails the run (a sweep goes on)
     #: mode=compile: Inductor's FX-graph, autotuning and Triton caches in the store (<results>/inductor), so a
@@ -63,6 +69,7 @@ class PyTorchConfig(BackendConfig):
 
     def check(self) -> None:
         choose("backend.compile_mode", self.compile_mode, COMPILE_MODES)
+        choose("backend.compile_backend", self.compile_backend, COMPILE_BACKENDS)
         choose("backend.cudnn_search", self.cudnn_search, CUDNN_SEARCHES)
         try:  # a str field, so that Hydra can hand it `auto`; `true` arrives as 'True'
             parse_channels_last(self.channels_last)

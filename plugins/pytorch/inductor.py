@@ -37,6 +37,8 @@ PHASES = {"dynamo_s": "bytecode_tracing", "lowering_s": "GraphLowering.run", "co
 
 #: where Inductor says why a graph is not run as a CUDA graph
 CUDAGRAPH_LOG = "torch._inductor.cudagraph_utils.__cudagraphs"
+#: where torch.compile(backend="ios") says what IOS runs and what falls back
+IOS_LOG = "ios_core.dynamo"
 
 
 @dataclass
@@ -51,8 +53,8 @@ class CompileFacts:
 class _Said(logging.Handler):
     """Keeps the messages a logger emits while attached."""
 
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+    def __init__(self, level: int = logging.WARNING) -> None:
+        super().__init__(level)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -90,10 +92,15 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[CompileFacts]:
     timers: dict[str, list[float]] = getattr(dynamo_utils, "compilation_time_metrics", {})
     marks = {key: len(times) for key, times in timers.items()}
     said, cudagraph_log = _Said(), logging.getLogger(CUDAGRAPH_LOG)
+    ios_said, ios_log = _Said(logging.INFO), logging.getLogger(IOS_LOG)
     out = CompileFacts()
     with contextlib.ExitStack() as stack:
         cudagraph_log.addHandler(said)
         stack.callback(cudagraph_log.removeHandler, said)
+        ios_log.addHandler(ios_said)
+        stack.callback(ios_log.removeHandler, ios_said)
+        stack.callback(ios_log.setLevel, ios_log.level)
+        ios_log.setLevel(logging.INFO)
         stack.enter_context(inductor.patch(patch))
         # max-autotune precompiles its template candidates on a thread pool sized by this variable, else by every
         # core of the machine: the job's CPU share instead (read when a choice is made, so set while compiling)
@@ -105,4 +112,4 @@ def settings(cfg: PyTorchConfig, store: Path) -> Iterator[CompileFacts]:
                       "inductor_compile_threads": inductor.compile_threads}
     out.metrics = {**{f"inductor_{k}": float(counters["inductor"][k] - before[k]) for k in COUNTERS},
                    **_phase_times(timers, marks)}
-    out.notes = [f"Inductor: {m}" for m in dict.fromkeys(said.messages)]
+    out.notes = [f"Inductor: {m}" for m in dict.fromkeys(said.messages)] + list(dict.fromkeys(ios_said.messages))

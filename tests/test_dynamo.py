@@ -1,0 +1,108 @@
+"""torch.compile(model, backend="ios") on the CPU: a module planned whole, outputs equal to eager, what IOS cannot
+take left to the fallback and named in one line, a plan per batch size, options checked in one line."""
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+from ios_core.dynamo import Compiled, parse_options
+from ios_core.schedule import OptionError
+
+FAST = {"cost_model": "analytic", "select": False}  # nothing timed: the CPU has nothing to overlap
+
+
+class Net(nn.Module):
+    """The operators IOS's CNNs have: conv+BN+ReLU, two branches concatenated, a residual sum, both pools, a
+    squeeze-excite gate, a flatten and a classifier."""
+
+    def __init__(self, flip: bool = False):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.a = nn.Conv2d(8, 8, 1)
+        self.b = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.Hardswish())
+        self.gate = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(16, 16, 1), nn.Sigmoid())
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(16, 5)
+        self.flip = flip
+        for bn in self.modules():  # statistics that are not the identity, so that folding them is checked
+            if isinstance(bn, nn.BatchNorm2d):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        x = self.stem(x)
+        if self.flip:
+            x = torch.flip(x, dims=[3])  # no converter: the fallback runs it
+        y = torch.cat([self.a(x), self.b(x)], dim=1)
+        y = y * self.gate(y) + torch.cat([x, x], dim=1)
+        y = self.pool(y).mean(dim=(2, 3))
+        return self.fc(torch.flatten(y, 1))
+
+
+def _compiled(model, **options):
+    torch._dynamo.reset()
+    return torch.compile(model, backend="ios", options={**FAST, **options})
+
+
+def test_a_cnn_is_planned_whole_and_computes_what_eager_does(caplog):
+    model, x = Net().eval(), torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        want = model(x)
+        with caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
+            got = _compiled(model)(x)
+    assert got.shape == want.shape == (2, 5)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert any("IOS runs all" in r.getMessage() and "1 plan(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_what_ios_cannot_take_falls_back_and_is_named(caplog):
+    model, x = Net(flip=True).eval(), torch.randn(1, 3, 16, 16)
+    with torch.no_grad():
+        want = model(x)
+        with caplog.at_level(logging.WARNING, logger="ios_core.dynamo"):
+            got = _compiled(model, fallback="eager")(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    (line,) = [r.getMessage() for r in caplog.records if "fallback runs" in r.getMessage()]
+    assert "flip.default (IOS has no converter for it)" in line
+    assert "in 2 plan(s)" in line  # the stem before the flip, the rest after it
+
+
+def test_each_batch_size_gets_its_own_plan():
+    model = Net().eval()
+    fn = _compiled(model)
+    with torch.no_grad():
+        for batch in (1, 3):
+            x = torch.randn(batch, 3, 16, 16)
+            torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_options_are_checked_in_one_line():
+    assert parse_options({"schedule": "greedy", "precision": "fp16"}).plan.schedule == "greedy"
+    with pytest.raises(OptionError, match=r"unknown option\(s\) shedule; valid: .*schedule"):
+        parse_options({"shedule": "greedy"})
+    with pytest.raises(OptionError, match="fallback='tvm'; choose one of inductor, eager"):
+        parse_options({"fallback": "tvm"})
+    with pytest.raises(OptionError, match="precision='fp8'"):
+        parse_options({"precision": "fp8"})
+
+
+def test_the_backend_is_found_by_name():
+    """The package's entry point registers it: no import of ios_core needed before torch.compile."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    assert lookup_backend("ios").__module__ == "ios_core.dynamo"
+    assert Compiled.key([torch.zeros(2, 3), 4]) == (((2, 3), torch.float32, "cpu"), 4)
+
+
+def test_the_harness_measures_it_as_a_pytorch_compile_form(bench_cfg):
+    """backend=pytorch_ios: torch.compile(backend="ios") under the harness's protocol and correctness check, its
+    label its own, what IOS ran noted in the record."""
+    import harness
+
+    cfg = bench_cfg(**{"backend.mode": "compile", "backend.compile_backend": "ios"})
+    rec = harness.run(cfg, quiet=True)
+    assert rec.status == "FINISHED", rec.error
+    assert rec.label == "TorchCompile-IOS"
+    assert any("IOS runs all" in n for n in rec.notes), rec.notes
