@@ -18,6 +18,7 @@ from ..errors import UserError
 from ..ir import Graph, GraphError, Value
 from ..ir.nodes import Conv, Identity, Node, Op, Placeholder, Shape
 from ..onnx.importer.blocks import cut
+from .compound import compound_preactivations
 
 aten = torch.ops.aten
 Expr = list[list[Value]]
@@ -165,7 +166,8 @@ class Importer:
         ranks = {x.rank for x in inputs}
         if len(ranks) > 1:
             raise Refused(fx_node, f"its operands differ in rank ({sorted(ranks)})")
-        return self.add(fx_node, Op(name=self.name(), inputs=[[self.value(x)] for x in inputs], op=op,
+        terms = [list(x.expr[0]) if len(x.expr) == 1 else [self.value(x)] for x in inputs]  # a sum is read as is
+        return self.add(fx_node, Op(name=self.name(), inputs=terms, op=op,
                                     params=params or {}, args=args, consts=[np.array(c, np.float32) for c in consts]),
                         full)
 
@@ -247,7 +249,11 @@ class Importer:
         convert = CONVERTERS.get(_key(fx_node.target))
         if convert is None:
             raise Refused(fx_node, "IOS has no converter for it")
-        return convert(self, fx_node, list(args), dict(kwargs))
+        y = convert(self, fx_node, list(args), dict(kwargs))
+        if isinstance(y, Fmap) and len(fx_node.users) > 1 and any(len(t) > 1 for t in y.expr):
+            # a sum several nodes read is made once (an Identity): a block can end there, as the zoo's do
+            y = Fmap([[self.value(y)]], y.full, y.merged)
+        return y
 
     def finish(self, output: fx.Node, y: Fmap, placeholder: Placeholder, name: str) -> Graph:
         last = self.value(y)
@@ -259,7 +265,8 @@ class Importer:
             self.shapes[node.name] = node.output_shape
             self.nodes.append(node)
         used = _live(self.nodes)
-        return Graph(name, placeholder, cut(placeholder, [n for n in self.nodes if n.name in used]))
+        nodes = compound_preactivations([n for n in self.nodes if n.name in used])
+        return Graph(name, placeholder, cut(placeholder, nodes))
 
 
 def _live(nodes: list[Node]) -> set[str]:
