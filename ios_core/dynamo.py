@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import fx
 
-from .fx.aten import AtenGraph, to_aten
+from .fx.aten import AtenGraph, is_weight, to_aten
 from .fx.split import Part, Split, compute_nodes, split
 from .options import PlanOptions
 from .runtime.target import DTYPES
@@ -122,14 +122,17 @@ def _plan_part(part: Part, opts: CompileOptions) -> Runner:
 class Compiled:
     """What the backend returns: per input shapes (a batch size) the graph traced, split and planned, once."""
 
-    def __init__(self, gm: fx.GraphModule, opts: CompileOptions):
+    def __init__(self, gm: fx.GraphModule, opts: CompileOptions, example_inputs: Sequence[Any]):
         self.gm, self.opts = gm, opts
         self.built: dict[tuple, Callable[..., Any]] = {}
         self.report = ""
+        names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        #: the inputs that are not the module's weights: their shapes pick the plan (Dynamo guards the weights',
+        #: and reading hundreds of shapes on every call cost more than a small network's GPU time)
+        self.watched = [i for i, (name, v) in enumerate(zip(names, example_inputs)) if not is_weight(name, v)]
 
-    @staticmethod
-    def key(args: Sequence[Any]) -> tuple:
-        return tuple((tuple(a.shape), a.dtype, a.device.type) if isinstance(a, torch.Tensor) else a for a in args)
+    def key(self, args: Sequence[Any]) -> tuple:
+        return tuple(args[i].shape if isinstance(args[i], torch.Tensor) else args[i] for i in self.watched)
 
     def __call__(self, *args: Any) -> Any:
         key = self.key(args)
@@ -201,7 +204,7 @@ def ios(gm: fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, An
     if mode is not None:
         raise OptionError(f"torch.compile(backend='ios') takes no mode ({mode!r}); give IOS's options instead, "
                           f"e.g. options={{'schedule': 'ios-both'}}")
-    compiled = Compiled(gm, parse_options(options))
+    compiled = Compiled(gm, parse_options(options), example_inputs)
     if not any(_symbolic(a) for a in example_inputs):  # a graph Dynamo made dynamic: planned at each shape's call
         compiled.built[compiled.key(example_inputs)] = compiled.build(list(example_inputs))
     return compiled

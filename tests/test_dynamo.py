@@ -93,7 +93,14 @@ def test_the_backend_is_found_by_name():
     from torch._dynamo.backends.registry import lookup_backend
 
     assert lookup_backend("ios").__module__ == "ios_core.dynamo"
-    assert Compiled.key([torch.zeros(2, 3), 4]) == (((2, 3), torch.float32, "cpu"), 4)
+
+
+def test_a_plan_is_picked_by_the_shapes_of_the_inputs_that_are_not_weights():
+    gm = torch.fx.symbolic_trace(nn.Sequential(nn.Conv2d(3, 4, 1)))
+    weight = nn.Parameter(torch.zeros(4, 3, 1, 1))
+    compiled = Compiled(gm, parse_options(FAST), [torch.zeros(2, 3, 4, 4), weight])
+    assert compiled.watched == [0]
+    assert compiled.key([torch.zeros(5, 3, 4, 4), weight]) == (torch.Size([5, 3, 4, 4]),)
 
 
 def test_the_harness_measures_it_as_a_pytorch_compile_form(bench_cfg):

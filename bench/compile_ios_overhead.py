@@ -1,0 +1,73 @@
+"""Where torch.compile(backend="ios")'s time goes beyond the IOS plan's own: each layer of the call timed alone,
+host-synchronous as the harness times (median of N calls, each followed by a device synchronize).
+
+    python bench/compile_ios_overhead.py squeezenet inception_v3 [--device cuda] [--precision fp16]
+
+Layers: the plan (load_input + infer), the runner (+ the output copy), the backend's callable (+ picking the plan),
+the compiled module (+ Dynamo's guards and argument handling), and the compiled module with guard evaluation
+skipped (torch.compiler.set_stance(skip_guard_eval_unsafe=True))."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from ios_core.dynamo import RUNNERS, ios
+from ios_core.interpreters.torch import to_torch
+from ios_core.models import build_model
+
+
+def timed(fn, sync, n: int) -> float:
+    for _ in range(50):
+        fn()
+    sync()
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        sync()
+        samples.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--precision", default="fp16")
+    ap.add_argument("-n", type=int, default=1000)
+    ap.add_argument("--store", default="/tmp/compile-ios-store")
+    args = ap.parse_args()
+    dtype = {"fp16": torch.float16, "fp32": torch.float32}[args.precision]
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    print("model\tplan_ms\trunner_ms\tbackend_fn_ms\tcompiled_ms\tno_guards_ms\targs")
+    for name in args.models:
+        torch._dynamo.reset()
+        graph = build_model(name)
+        module = to_torch(graph).eval().to(args.device, dtype)
+        x = torch.randn(1, *graph.input_shape, device=args.device, dtype=dtype)
+        seen: dict = {}
+
+        def backend(gm, example_inputs, **kw):
+            seen["fn"], seen["args"] = ios(gm, example_inputs, **kw), list(example_inputs)
+            return seen["fn"]
+
+        with torch.inference_mode():
+            f = torch.compile(module, backend=backend, options={"store": args.store})
+            f(x)
+            r = RUNNERS[-1]
+            fn, inputs = seen["fn"], seen["args"]
+            data = next(i for i in fn.watched)
+            inputs[data] = x
+            row = [timed(lambda: r.infer(r.load_input(x)), sync, args.n), timed(lambda: r(x), sync, args.n),
+                   timed(lambda: fn(*inputs), sync, args.n), timed(lambda: f(x), sync, args.n)]
+            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
+                row.append(timed(lambda: f(x), sync, args.n))
+        print(name, *(f"{v:.4f}" for v in row), len(inputs), sep="\t", flush=True)
+
+
+if __name__ == "__main__":
+    main()
