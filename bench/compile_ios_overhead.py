@@ -45,29 +45,32 @@ def main() -> None:
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     print("model\tplan_ms\trunner_ms\tbackend_fn_ms\tcompiled_ms\tno_guards_ms\targs")
     for name in args.models:
-        torch._dynamo.reset()
-        graph = build_model(name)
-        module = to_torch(graph).eval().to(args.device, dtype)
-        x = torch.randn(1, *graph.input_shape, device=args.device, dtype=dtype)
-        seen: dict = {}
+        row, n_inputs = probe(name, args.device, dtype, sync, args.n, args.store)
+        print(name, *(f"{v:.4f}" for v in row), n_inputs, sep="\t", flush=True)
 
-        def backend(gm, example_inputs, **kw):
-            seen["fn"], seen["args"] = ios(gm, example_inputs, **kw), list(example_inputs)
-            return seen["fn"]
 
-        with torch.inference_mode():
-            f = torch.compile(module, backend=backend, options={"store": args.store})
-            f(x)
-            r = RUNNERS[-1]
-            fn, inputs = seen["fn"], seen["args"]
-            data = next(i for i in fn.watched)
-            inputs[data] = x
-            row = [timed(lambda: r.infer(r.load_input(x)), sync, args.n), timed(lambda: r(x), sync, args.n),
-                   timed(lambda: fn(*inputs), sync, args.n), timed(lambda: f(x), sync, args.n)]
-            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
-                row.append(timed(lambda: f(x), sync, args.n))
-        print(name, *(f"{v:.4f}" for v in row), len(inputs), sep="\t", flush=True)
+def probe(name: str, device: str, dtype: torch.dtype, sync, n: int, store: str) -> tuple[list[float], int]:
+    torch._dynamo.reset()
+    graph = build_model(name)
+    module = to_torch(graph).eval().to(device, dtype)
+    x = torch.randn(1, *graph.input_shape, device=device, dtype=dtype)
+    seen: dict = {}
 
+    def backend(gm, example_inputs, **kw):
+        seen["fn"], seen["args"] = ios(gm, example_inputs, **kw), list(example_inputs)
+        return seen["fn"]
+
+    with torch.inference_mode():
+        f = torch.compile(module, backend=backend, options={"store": store})
+        f(x)
+        r = RUNNERS[-1]
+        fn, inputs = seen["fn"], seen["args"]
+        inputs[fn.watched[0]] = x
+        row = [timed(lambda: r.infer(r.load_input(x)), sync, n), timed(lambda: r(x), sync, n),
+               timed(lambda: fn(*inputs), sync, n), timed(lambda: f(x), sync, n)]
+        with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
+            row.append(timed(lambda: f(x), sync, n))
+    return row, len(inputs)
 
 if __name__ == "__main__":
     main()
