@@ -5,7 +5,8 @@ host-synchronous as the harness times (median of N calls, each followed by a dev
 
 Layers: the plan (load_input + infer), the runner (+ the output copy), the backend's callable (+ picking the plan),
 the compiled module (+ Dynamo's guards and argument handling), and the compiled module with guard evaluation
-skipped (torch.compiler.set_stance(skip_guard_eval_unsafe=True))."""
+skipped (torch.compiler.set_stance(skip_guard_eval_unsafe=True)). --no-inline: Dynamo keeps the weights as the
+module's attributes instead of lifting them to inputs."""
 
 from __future__ import annotations
 
@@ -40,7 +41,12 @@ def main() -> None:
     ap.add_argument("--precision", default="fp16")
     ap.add_argument("-n", type=int, default=1000)
     ap.add_argument("--store", default="/tmp/compile-ios-store")
+    ap.add_argument("--no-inline", action="store_true",
+                    help="torch._dynamo.config.inline_inbuilt_nn_modules=False: weights as the module's attributes, "
+                         "not graph inputs Dynamo guards one by one")
     args = ap.parse_args()
+    if args.no_inline:
+        torch._dynamo.config.inline_inbuilt_nn_modules = False
     dtype = {"fp16": torch.float16, "fp32": torch.float32}[args.precision]
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     print("model\tplan_ms\trunner_ms\tbackend_fn_ms\tcompiled_ms\tno_guards_ms\targs")
