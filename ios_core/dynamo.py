@@ -84,7 +84,9 @@ class Runner:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         y = self.infer(self.load_input(x)).reshape(self.shape)
-        return y.to(self.dtype, copy=True)
+        # a fresh, contiguous tensor: what the fallback's graph was traced with (a plan's NHWC output failed
+        # Inductor's stride check)
+        return torch.empty(self.shape, dtype=self.dtype, device=y.device).copy_(y)
 
 
 RUNNERS: list[Runner] = []

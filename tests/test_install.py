@@ -65,6 +65,10 @@ def test_an_installed_wheel_runs_one_job_from_another_directory(tmp_path):
     records = [json.loads(r.read_text()) for r in (work / "results" / "records").glob("*.json")]
     assert sorted(r["config"]["backend"]["name"] for r in records) == ["ios", "pytorch"]
     assert all(r["status"] == "FINISHED" for r in records)
+    found = subprocess.run([python, "-c", "from importlib.metadata import entry_points; "
+                            "print([e.value for e in entry_points(group='torch_dynamo_backends') if e.name == 'ios'])"],
+                           cwd=work, env=env, **run)
+    assert "['ios_core.dynamo:ios']" in found.stdout, found.stdout + found.stderr  # torch.compile(backend="ios")
     helped = subprocess.run([python, "-m", "harness", "--help"], cwd=work, env=env, **run)
     assert "experiment: autotvm" in helped.stdout and not (site / "results").exists()
 

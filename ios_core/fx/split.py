@@ -56,6 +56,8 @@ def weight_values(ag: AtenGraph) -> dict[fx.Node, Any]:
     for i in ag.weights:
         values[places[i]] = ag.inputs[i]
     for node in ag.module.graph.nodes:
+        if node.op == "get_attr":  # a weight Dynamo left on the module (inline_inbuilt_nn_modules off)
+            values[node] = _attr(ag.module, str(node.target))
         if node.op != "call_function" or not node.all_input_nodes:
             continue
         if all(n in values for n in node.all_input_nodes):
@@ -63,6 +65,12 @@ def weight_values(ag: AtenGraph) -> dict[fx.Node, Any]:
             kwargs = fx.node.map_arg(node.kwargs, lambda n: values[n])
             values[node] = node.target(*args, **kwargs)
     return values
+
+
+def _attr(module: Any, target: str) -> Any:
+    for part in target.split("."):
+        module = getattr(module, part)
+    return module
 
 
 def _boundary(nodes: list[fx.Node], weights: dict[fx.Node, Any]) -> tuple[list[fx.Node], list[fx.Node]]:
