@@ -113,3 +113,12 @@ def test_the_harness_measures_it_as_a_pytorch_compile_form(bench_cfg):
     assert rec.status == "FINISHED", rec.error
     assert rec.label == "TorchCompile-IOS"
     assert any("IOS runs all" in n for n in rec.notes), rec.notes
+
+
+def test_a_channels_last_module_is_planned_whole(caplog):
+    """A channels-last mean comes out of ATen restrided in place (as_strided_): the same values, no fallback."""
+    model = Net().eval().to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 16, 16).to(memory_format=torch.channels_last)
+    with torch.inference_mode(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
+        torch.testing.assert_close(_compiled(model)(x), model(x), rtol=1e-5, atol=1e-5)
+    assert any("IOS runs all" in r.getMessage() for r in caplog.records)

@@ -383,3 +383,13 @@ def channel_slice(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> F
         raise Refused(fx_node, f"a slice along axis {dim} of {x.full}")
     begin = 0 if start is None else int(start) % x.full[1] if int(start) < 0 else min(int(start), x.full[1])
     return _channels(cv, x, begin, begin + full[1])
+
+
+@converter(aten.as_strided, aten.as_strided_, aten.as_strided_copy)
+def restride(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    """A tensor given a memory format (a mean kept NHWC after a channels-last input): the same values to the IR."""
+    x = _fmap(fx_node, args[0])
+    offset = kwargs.get("storage_offset", args[3] if len(args) > 3 else None)
+    if tuple(int(d) for d in args[1]) != x.full or offset not in (None, 0):
+        raise Refused(fx_node, "a strided view that is not its input's shape")
+    return x
