@@ -19,7 +19,7 @@ class Net(nn.Module):
 
     def __init__(self, flip: bool = False):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 2, bias=False), nn.BatchNorm2d(8), nn.ReLU())
         self.a = nn.Conv2d(8, 8, 1)
         self.b = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.Hardswish())
         self.gate = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(16, 16, 1), nn.Sigmoid())
@@ -32,7 +32,7 @@ class Net(nn.Module):
                 bn.running_var.uniform_(0.5, 2.0)
 
     def forward(self, x):
-        x = self.stem(x)
+        x = self.stem(torch.nn.functional.pad(x, (0, 1, 1, 0)))  # TF's "same" padding, as timm's tf_ models pad
         if self.flip:
             x = torch.flip(x, dims=[3])  # no converter: the fallback runs it
         y = torch.cat([self.a(x), self.b(x)], dim=1)

@@ -7,6 +7,7 @@ cuts a graph into what IOS takes and what falls back; :mod:`ios_core.dynamo` is 
 ``torch.compile`` built on them.
 """
 
+from . import ops  # noqa: F401 - registers the converters
 from .aten import AtenGraph, to_aten
 from .convert import FxImportError, Refused, supported, to_ir
 

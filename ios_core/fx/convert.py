@@ -297,5 +297,3 @@ def to_ir(gm: fx.GraphModule, inputs: Sequence[Any], weights: set[int], batch: i
     nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
     return Importer(batch).part(nodes, values, data[0], outs[0], name)
 
-
-from . import ops as _ops  # noqa: E402,F401 - registers the converters

@@ -393,3 +393,20 @@ def restride(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
     if tuple(int(d) for d in args[1]) != x.full or offset not in (None, 0):
         raise Refused(fx_node, "a strided view that is not its input's shape")
     return x
+
+
+@converter(aten.constant_pad_nd)
+def pad(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    """TF-style "same" padding (timm's tf_ models): ATen's pairs run from the last axis back."""
+    x, pairs = _fmap(fx_node, args[0]), [int(p) for p in args[1]]
+    value = float(args[2]) if len(args) > 2 else 0.0
+    n = x.rank - 1  # per-sample axes
+    begin, end = [0] * n, [0] * n
+    for i in range(len(pairs) // 2):
+        axis = n - 1 - i
+        if axis < 0:
+            raise Refused(fx_node, "it pads the batch axis")
+        begin[axis], end[axis] = pairs[2 * i], pairs[2 * i + 1]
+    if min(begin + end) < 0:
+        raise Refused(fx_node, "negative padding (a crop)")
+    return cv.op(fx_node, "pad", [x], {"pads": begin + end, "value": value})
