@@ -122,3 +122,19 @@ def test_a_channels_last_module_is_planned_whole(caplog):
     with torch.inference_mode(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
         torch.testing.assert_close(_compiled(model)(x), model(x), rtol=1e-5, atol=1e-5)
     assert any("IOS runs all" in r.getMessage() for r in caplog.records)
+
+
+def test_the_example_compiles_a_torchvision_classifier(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(repo / "examples" / "compile.py"), "--arch", "mobilenet_v3_small"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "IOS runs all" in out.stderr + out.stdout
+    last = out.stdout.splitlines()[-1]
+    assert last.startswith("output (1, 1000), relative difference from eager ") and float(last.rsplit(" ", 1)[1]) < 1e-4
