@@ -28,7 +28,7 @@ import torch
 from torch import fx
 
 from .fx.aten import AtenGraph, is_weight, to_aten
-from .fx.split import Part, Split, compute_nodes, split
+from .fx.split import Part, Split, split
 from .options import PlanOptions
 from .runtime.target import DTYPES
 from .schedule import OptionError
@@ -146,7 +146,7 @@ class Compiled:
     def build(self, args: list[Any]) -> Callable[..., Any]:
         ag = to_aten(self.gm, args)
         sp = split(ag, self.gm.__class__.__name__)
-        self.report = sp.report(compute_nodes(ag))
+        self.report = sp.report()
         (log.warning if sp.refused else log.info)("torch.compile(backend='ios'): %s", self.report)
         handles = {id(p): self._register(_plan_part(p, self.opts)) for p in sp.parts}
         whole = self._whole(ag, sp)

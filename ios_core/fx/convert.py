@@ -138,12 +138,17 @@ class Importer:
             return x.expr[0][0]
         key = tuple(tuple(t) for t in x.expr)
         if key not in self._made:
-            node = Identity(name=self.name(), inputs=[list(t) for t in x.expr])
-            node.output_shape = node.infer_from(self.shapes)[1]
-            self.shapes[node.name] = node.output_shape
-            self.nodes.append(node)
-            self._made[key] = Value(node.name, 0, node.output_shape[0])
+            node = self.identity([list(t) for t in x.expr])
+            self._made[key] = Value(node.name, 0, node.out_channels_)
         return self._made[key]
+
+    def identity(self, terms: list[list[Value]]) -> Identity:
+        """An Identity node appended (a sum or concatenation made one value; the output made the last node)."""
+        node = Identity(name=self.name(), inputs=terms)
+        node.output_shape = node.infer_from(self.shapes)[1]
+        self.shapes[node.name] = node.output_shape
+        self.nodes.append(node)
+        return node
 
     def sole_conv(self, fx_node: fx.Node, x: Fmap) -> Conv | None:
         """The conv whose whole output ``x`` is, when nothing else reads it and it has no activation yet."""
@@ -260,10 +265,7 @@ class Importer:
         if not self.nodes:
             raise Refused(output, "the part computes nothing: its output is its input")
         if last.begin != 0 or last.end != self.shapes[last.node][0] or self.nodes[-1].name != last.node:
-            node = Identity(name=self.name(), inputs=[[last]])
-            node.output_shape = node.infer_from(self.shapes)[1]
-            self.shapes[node.name] = node.output_shape
-            self.nodes.append(node)
+            self.identity([[last]])
         used = _live(self.nodes)
         nodes = compound_preactivations([n for n in self.nodes if n.name in used])
         return Graph(name, placeholder, cut(placeholder, nodes))

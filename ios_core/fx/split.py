@@ -34,10 +34,11 @@ class Part:
 class Split:
     parts: list[Part] = field(default_factory=list)
     refused: dict[fx.Node, str] = field(default_factory=dict)  # a node left to the fallback, and why
+    total: int = 0  # the graph's operators on feature maps (what the report counts)
 
-    def report(self, total: int) -> str:
+    def report(self) -> str:
         """One line: how much IOS runs, and which operators fell back and why."""
-        taken = sum(len(p.nodes) for p in self.parts)
+        taken, total = sum(len(p.nodes) for p in self.parts), self.total
         if not self.refused:
             return f"IOS runs all {taken} operators in {len(self.parts)} plan(s)"
         why: dict[str, int] = {}
@@ -99,7 +100,7 @@ def _propose(ag: AtenGraph, weights: dict[fx.Node, Any], refused: dict[fx.Node, 
 def split(ag: AtenGraph, name: str = "fx") -> Split:
     """The parts of ``ag`` IOS runs, each converted to the IR (at its input's batch size), and what falls back."""
     weights = weight_values(ag)
-    out = Split()
+    out = Split(total=sum(1 for n in ag.module.graph.nodes if n.op == "call_function" and n not in weights))
     images = [p.meta["val"] for p in ag.placeholders()
               if p not in weights and isinstance(p.meta.get("val"), torch.Tensor)]
     batch = int(images[0].shape[0]) if images else 1
@@ -133,10 +134,4 @@ def split(ag: AtenGraph, name: str = "fx") -> Split:
             return out
 
 
-def compute_nodes(ag: AtenGraph) -> int:
-    """The graph's operators that compute on feature maps (what the report counts)."""
-    weights = weight_values(ag)
-    return sum(1 for n in ag.module.graph.nodes if n.op == "call_function" and n not in weights)
-
-
-__all__ = ["Part", "Split", "compute_nodes", "split", "weight_values"]
+__all__ = ["Part", "Split", "split", "weight_values"]
