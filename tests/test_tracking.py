@@ -333,6 +333,40 @@ def test_an_upload_waits_for_a_background_one_and_a_failed_background_upload_say
         f"{tmp_path}/records/pending: `python -m harness.upload` sends it")
 
 
+def test_a_sweeps_batch_waits_for_a_delivery_under_way(bench_cfg, tmp_path):
+    """A sweep's end batch and a job sending its own record (SLURM's, launched apart) at once made two MLflow runs
+    of one record: the store's look-up-then-create is not atomic. Every delivery holds the folder's lock."""
+    from omegaconf import OmegaConf
+
+    from harness.multirun.callbacks import _deliver_batch
+    from harness.records.sweeps import DELIVER_AT_END
+    from harness.records.tracking import default_uri
+
+    results = tmp_path / "results"
+    harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True)  # the store exists: a delivery takes < 1 s
+    rec = harness.run(bench_cfg(**{"tracking.enabled": True}), quiet=True,
+                      sweep={"sweep_id": "s1", "sweep_name": "s", "deliver": DELIVER_AT_END})
+    pending = results / "records" / "pending" / f"{rec.run_id}.json"
+    assert pending.exists()  # left for the batch
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import fcntl, os, pathlib, time
+fd = os.open({str(results / "records" / background.LOCK)!r}, os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(3)
+print(pathlib.Path({str(pending)!r}).exists(), flush=True)
+"""], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    _deliver_batch(OmegaConf.create({"tracking": {"enabled": True, "uri": None, "experiment": "harness"}}),
+                   str(results), "s1")
+    assert holder.stdout.readline().strip() == "True" and not pending.exists()  # sent once the lock was let go
+    holder.wait()
+    client = mlflow.tracking.MlflowClient(default_uri(results))
+    runs = client.search_runs([client.get_experiment_by_name(rec.tracking["experiment"]).experiment_id],
+                              f"tags.`harness.record_id` = '{rec.run_id}'")
+    assert len(runs) == 1
+
+
 def test_a_records_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
     records = tmp_path / "r" / "records"
     records.mkdir(parents=True)

@@ -25,5 +25,5 @@ def harness_run_finished(run: RunContext, record: Record) -> None:
             return
         except OSError:  # no process could be started: logged here instead
             pass
-    with delivering(run.results_dir):
+    with delivering(run.results_dir), background.held(run.results_dir):  # look-up-then-create, one at a time
         deliver(record, run.results_dir)

@@ -18,7 +18,7 @@ from ..config import ConfigError
 from ..lifecycle import THIS, Sweep
 from ..machine.environment import sweep_device
 from ..machine.leases import read_summary
-from ..records import faults, sweeps
+from ..records import background, faults, sweeps
 from ..records.store import StoreError
 from ..records.tracking import (
     Tracker,
@@ -170,8 +170,8 @@ def _deliver_batch(config: Any, results_dir: str, sweep_id: str) -> None:
     if not _tracking(config)["enabled"]:
         return
     try:
-        with delivering(results_dir, "the sweep's records are"):
-            deliver_pending(results_dir, sweep_id)
+        with delivering(results_dir, "the sweep's records are"), background.held(results_dir):
+            deliver_pending(results_dir, sweep_id)  # held: a job sending its own record at once is not doubled
     except StoreError as exc:
         print(f"error: {exc}; the sweep's records stay in {records_dir(results_dir)}/pending: run "
               f"`{upload_command(results_dir)}` once it is fixed", file=sys.stderr)

@@ -43,8 +43,9 @@ def start(results_dir: str | Path, run_id: str) -> int:
 
 @contextlib.contextmanager
 def held(results_dir: str | Path) -> Iterator[None]:
-    """The folder's upload lock for a whole ``python -m harness.upload``, so that it and a background upload never
-    send the same record at once (one MLflow run per record). Where the filesystem has no locks: nothing held."""
+    """The folder's upload lock, held by every delivery (a run's own, a sweep's batch, ``python -m harness.upload``)
+    so that two never send the same record at once: the store's look-up-then-create is not atomic, and one record
+    must make one MLflow run. Where the filesystem has no locks: nothing held."""
     fd = _open(records_dir(results_dir))
     try:
         if fd is not None:
