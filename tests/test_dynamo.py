@@ -138,3 +138,48 @@ def test_the_example_compiles_a_torchvision_classifier(tmp_path):
     assert "IOS runs all" in out.stderr + out.stdout
     last = out.stdout.splitlines()[-1]
     assert last.startswith("output (1, 1000), relative difference from eager ") and float(last.rsplit(" ", 1)[1]) < 1e-4
+
+
+class Vit(nn.Module):
+    """A vision transformer as timm writes one: patches, a class token, q/k/v from one linear split along an axis
+    permuted before the batch (``permute(2, 0, 3, 1, 4).unbind(0)``), SDPA, a residual MLP, a response norm over
+    the tokens, the class token and the patch tokens' normalized mean out."""
+
+    def __init__(self, dim: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.patch = nn.Conv2d(3, dim, 4, stride=4)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, 17, dim))
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.fc_norm = nn.LayerNorm(dim)
+        self.gamma = nn.Parameter(torch.randn(dim))
+        self.head = nn.Linear(dim, 5)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        b, n, c = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, n, c))
+        x = x + self.mlp(self.norm2(x))
+        gx = torch.norm(x, p=2, dim=1, keepdim=True)  # ConvNeXt-V2's global response norm, over the tokens
+        x = x + self.gamma * x * (gx / (gx.mean(dim=-1, keepdim=True) + 1e-6))
+        return self.head(x[:, 0] + self.fc_norm(x[:, 1:].mean(1)))  # BEiT's pooling of the patch tokens
+
+
+def test_a_vision_transformer_is_planned_whole(caplog):
+    """Attention's batch-moving layout ops are rewritten per sample (a select before the permute, permute chains
+    folded) and its batched products taken as the IR's matmul: no fallback, eager's output."""
+    model = Vit().eval()
+    with torch.no_grad():
+        for batch in (1, 2):
+            x = torch.randn(batch, 3, 16, 16)
+            with caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
+                got = _compiled(model)(x)
+            torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+    said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
+    assert said and all("IOS runs all" in s and "1 plan(s)" in s for s in said), said

@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch import fx
 
+from .canonical import canonical
+
 
 @dataclass
 class AtenGraph:
@@ -35,7 +37,7 @@ def is_weight(name: str, value: Any) -> bool:
 
 
 #: kept whole: one IR operator each (a conv fuses them), not the arithmetic ATen's core set spells them as
-KEPT = ("silu", "hardswish", "hardsigmoid")
+KEPT = ("silu", "hardswish", "hardsigmoid", "_safe_softmax")
 
 
 def _decompositions() -> dict:
@@ -56,6 +58,6 @@ def to_aten(gm: fx.GraphModule, inputs: Sequence[Any]) -> AtenGraph:
         traced = make_fx(functionalize(gm, remove="mutations_and_views"),
                          decomposition_table=_decompositions())(*inputs)
     traced.graph.eliminate_dead_code()  # the pooling indices and batch statistics nothing reads
-    traced.recompile()
+    canonical(traced)
     weights = {i for i, (name, v) in enumerate(zip(names, inputs)) if is_weight(name, v)}
     return AtenGraph(traced, list(inputs), weights)

@@ -58,6 +58,15 @@ class Fmap:
         """The feature map in its own shape (its rows unmerged)."""
         return Fmap(self.expr, self.merged) if self.merged else self
 
+    def axis(self, dim: int) -> int | None:
+        """The IR's axis of ATen's axis ``dim`` (None: the batch axis, or one the batch is merged into)."""
+        d = int(dim) % self.rank
+        if d == 0:
+            return None
+        if self.rank == 2 and not self.merged:  # (B, F) is the IR's (F, 1, 1)
+            return 0
+        return d - 1 + (len(self.merged) - self.rank if self.merged else 0)
+
 
 class Opaque:
     """A value a survey could not follow (not a feature map, made by a refused node)."""
@@ -182,7 +191,7 @@ class Importer:
         x = x.own()
         arr = _numpy(c) if isinstance(c, torch.Tensor) else np.array(c, np.float32)
         if arr.ndim == x.rank:
-            if arr.shape[0] != 1:
+            if arr.shape[0] != 1 and not (arr == arr[:1]).all():  # (ViT's class token expanded over the batch)
                 raise Refused(fx_node, f"a constant of shape {arr.shape} varies along the batch axis")
             arr = arr[0]
         if x.rank == 2:  # the IR's (F, 1, 1)

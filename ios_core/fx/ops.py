@@ -13,7 +13,7 @@ from torch import fx
 
 from ..ir import Value
 from ..ir.nodes import ACTIVATIONS, Conv, Flatten, Linear, Pool
-from .convert import Fmap, Importer, Refused, _numpy, converter
+from .convert import Fmap, Importer, Refused, _numpy, converter, ir_shape
 
 aten = torch.ops.aten
 
@@ -39,6 +39,14 @@ def _image(fx_node: fx.Node, x: Any) -> Fmap:
     x = _fmap(fx_node, x)
     if x.rank != 4:
         raise Refused(fx_node, f"it takes (N, C, H, W), not {x.full}")
+    return x
+
+
+def _own(fx_node: fx.Node, x: Any) -> Fmap:
+    """A feature map in its own shape: the converters that read its axes refuse ATen's merged rows."""
+    x = _fmap(fx_node, x)
+    if x.merged:
+        raise Refused(fx_node, f"its input is {x.merged} held as {x.full}")
     return x
 
 
@@ -196,15 +204,24 @@ def rsub(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
 @converter(aten.cat)
 def cat(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
     xs, dim = args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0)
-    if not all(isinstance(x, Fmap) for x in xs):
-        raise Refused(fx_node, "it concatenates a constant")
     full = cv.full_of(fx_node)
-    dim = dim % len(full)
-    if dim == 0:
+    maps = [x for x in xs if isinstance(x, Fmap)]
+    ref = _own(fx_node, maps[0])
+    axis = ref.axis(dim)
+    if axis is None:
         raise Refused(fx_node, "it concatenates along the batch axis")
-    if dim == 1 and len(full) in (2, 4):  # channels: the terms side by side, no node
+    if len(maps) == len(xs) and axis == 0 and len(full) in (2, 4):  # channels: the terms side by side, no node
         return Fmap([t for x in xs for t in x.expr], full)
-    return cv.op(fx_node, "concat", list(xs), {"axis": dim - 1})
+    names: list[str] = []
+    consts: list[np.ndarray] = []
+    for x in xs:  # a constant (ViT's class token) is one sample's, broadcast over the batch
+        if isinstance(x, Fmap):
+            names.append(f"x{len(names) - len(consts)}")
+        else:
+            names.append(f"k{len(consts)}")
+            consts.append(cv.per_sample(fx_node, x, ref))
+    return cv.op(fx_node, "concat", [_own(fx_node, x) for x in maps], {"axis": axis}, consts=consts,
+                 args=tuple(names))
 
 
 # -- pooling -------------------------------------------------------------------------------------------
@@ -246,11 +263,37 @@ def _global(cv: Importer, fx_node: fx.Node, x: Any, dims: Any, kind: str) -> Fma
     return cv.add(fx_node, Pool(name=cv.name(), inputs=[[cv.value(x)]], pool_type=kind))
 
 
+def _reduce(cv: Importer, fx_node: fx.Node, x: Any, dims: Any, op: str) -> Fmap:
+    """A mean or L2 norm over per-sample axes (tokens, ConvNeXt-V2's global response norm): kept axes first,
+    reshaped to ATen's shape where it drops them."""
+    x = _own(fx_node, x)
+    dims = sorted({int(d) % x.rank for d in (dims if isinstance(dims, (list, tuple)) else [dims])})
+    axes = [x.axis(d) for d in dims]
+    if not dims or None in axes or x.rank == 2:
+        raise Refused(fx_node, f"a reduction over axes {dims} of {x.full}")
+    full = cv.full_of(fx_node)
+    kept = tuple(1 if i in dims else d for i, d in enumerate(x.full))
+    y = cv.op(fx_node, op, [x], {"axes": axes, "keepdims": True}, full=kept)
+    return y if kept == full else cv.op(fx_node, "reshape", [y], {"shape": list(ir_shape(full))})
+
+
 @converter(aten.mean)
 def mean(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
     if len(args) < 2 or kwargs.get("dtype") is not None:
         raise Refused(fx_node, "a mean over all axes or with a dtype")
-    return _global(cv, fx_node, args[0], args[1], "global_avg")
+    x = _fmap(fx_node, args[0])
+    if x.rank == 4 and not x.merged and sorted(int(d) % 4 for d in args[1]) == [2, 3]:
+        return _global(cv, fx_node, x, args[1], "global_avg")
+    return _reduce(cv, fx_node, x, args[1], "reduce_mean")
+
+
+@converter(aten.linalg_vector_norm)
+def vector_norm(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    order = kwargs.get("ord", args[1] if len(args) > 1 else 2)
+    dims = kwargs.get("dim", args[2] if len(args) > 2 else None)
+    if order != 2 or dims is None or kwargs.get("dtype") is not None:
+        raise Refused(fx_node, "a norm other than L2 over given axes")
+    return _reduce(cv, fx_node, args[0], dims, "reduce_l2")
 
 
 @converter(aten.amax)
@@ -279,12 +322,14 @@ def reshape(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
     full = cv.full_of(fx_node)
     if full == x.full:
         return x
-    if x.merged:
-        if full != x.merged:
-            raise Refused(fx_node, f"a reshape of rows of {x.merged} to {full}")
+    own = x.own().full
+    if full == own:
         return Fmap(x.expr, full)
-    if len(full) == 2 and x.rank >= 3 and full == (int(np.prod(x.full[:-1])), x.full[-1]):
-        return Fmap(x.expr, full, x.full)  # (B, ..., F) as rows (B x ..., F): a linear layer follows
+    for k in range(2, len(own)):  # its first k axes as one: (B, H, N, D) as attention's (B x H, N, D), or as
+        if full == (int(np.prod(own[:k])), *own[k:]):  # rows (B x H x N, D) for a linear layer
+            return Fmap(x.expr, full, own)
+    if x.merged:
+        raise Refused(fx_node, f"a reshape of rows of {x.merged} to {full}")
     if not full or full[0] != cv.batch:
         raise Refused(fx_node, f"it reshapes {x.full} to {full}, moving the batch axis")
     spatial_one = x.rank == 4 and x.full[2:] == (1, 1)
@@ -333,20 +378,57 @@ def permute(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
 @converter(aten.native_layer_norm)
 def layer_norm(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> tuple:
     x, shape, weight, bias, eps = _fmap(fx_node, args[0]), list(args[1]), *args[2:5]
-    if x.rank == 2 or len(shape) >= x.rank:
+    own = x.own()
+    if len(shape) >= own.rank:
         raise Refused(fx_node, f"a layer norm over {shape} of {x.full}")
     consts = [_numpy(t) if t is not None else np.full(shape, v, np.float32) for t, v in ((weight, 1.0), (bias, 0.0))]
-    y = cv.op(fx_node, "layer_norm", [x], {"dims": len(shape), "eps": float(eps)}, consts=consts,
-              args=("x0", "k0", "k1"), full=x.full)
-    return (y, None, None)
+    params = {"dims": len(shape), "eps": float(eps)}
+    if own.rank == 2:  # a (B, F) vector, the IR's (F, 1, 1): normalized as one row (1, F)
+        b, f = own.full
+        row = cv.op(fx_node, "reshape", [own], {"shape": [1, f]}, full=(b, 1, f))
+        y = cv.op(fx_node, "layer_norm", [row], params, consts=consts, args=("x0", "k0", "k1"), full=(b, 1, f))
+        return (cv.op(fx_node, "reshape", [y], {"shape": [f, 1, 1]}, full=own.full), None, None)
+    y = cv.op(fx_node, "layer_norm", [own], params, consts=consts, args=("x0", "k0", "k1"), full=own.full)
+    return (Fmap(y.expr, x.full, x.merged), None, None)
 
 
-@converter(aten._softmax)
+@converter(aten._softmax, aten._safe_softmax)
 def softmax(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
-    x, dim = _fmap(fx_node, args[0]), int(args[1]) % len(args[0].full)
-    if dim == 0 or x.rank == 2:
+    """Softmax (``_safe_softmax``, SDPA's, differs only on a row that is all -inf: no vision model masks one)."""
+    x = _fmap(fx_node, args[0])
+    axis = x.axis(int(args[1]))
+    if axis is None or (x.rank == 2 and not x.merged):
         raise Refused(fx_node, "a softmax over the batch or a (B, F) matrix")
-    return cv.op(fx_node, "softmax", [x], {"axis": dim - 1})
+    return cv.op(fx_node, "softmax", [x], {"axis": axis})
+
+
+@converter(aten.bmm)
+def bmm(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    """Attention's products: both operands (B x H, N, D) views of (B, H, N, D) feature maps, one matmul per sample."""
+    a, b = _fmap(fx_node, args[0]), args[1]
+    if not isinstance(b, Fmap):
+        raise Refused(fx_node, "a product with a constant")
+    if not a.merged or not b.merged or a.merged[:-2] != b.merged[:-2] or len(a.merged) < 4:
+        raise Refused(fx_node, "a batched product that is not per sample")
+    own = (*a.merged[:-1], b.merged[-1])
+    y = cv.op(fx_node, "matmul", [a.own(), b.own()], full=own)
+    return Fmap(y.expr, cv.full_of(fx_node), own)
+
+
+@converter(aten.select, aten.select_copy)
+def select(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    """One index along an axis (ViT's class token, ``x[:, 0]``)."""
+    x = _own(fx_node, args[0])
+    dim = int(args[1]) % x.rank
+    axis = x.axis(dim)
+    if axis is None or x.rank < 3:
+        raise Refused(fx_node, f"a select along axis {dim} of {x.full}")
+    index = int(args[2]) % x.full[dim]
+    if x.rank > 3:
+        return cv.op(fx_node, "gather", [x], {"axis": axis, "index": index})
+    kept = tuple(1 if i == dim else d for i, d in enumerate(x.full))  # (B, F) left: the IR's (F, 1, 1)
+    y = cv.op(fx_node, "gather", [x], {"axis": axis, "index": [index]}, full=kept)
+    return cv.op(fx_node, "reshape", [y], {"shape": [*ir_shape(cv.full_of(fx_node))]})
 
 
 def _channels(cv: Importer, x: Fmap, begin: int, end: int) -> Fmap:
@@ -372,17 +454,22 @@ def split(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> tuple:
 
 
 @converter(aten.slice, aten.slice_copy)
-def channel_slice(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+def slice_(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    """Channels of an image for free (a slice of the value); along another per-sample axis, the IR's slice."""
     x = _fmap(fx_node, args[0])
     dim, start, end, step = (list(args[1:]) + [0, None, None, 1][len(args) - 1:])[:4]
     full = cv.full_of(fx_node)
     dim = int(dim) % x.rank
     if full == x.full:
         return x
-    if dim != 1 or x.rank != 4 or step != 1:
+    begin, stop, step = slice(start, end, step).indices(x.full[dim])
+    if dim == 1 and x.rank == 4 and step == 1 and not x.merged:
+        return _channels(cv, x, begin, begin + full[1])
+    x = _own(fx_node, x)
+    axis = x.axis(dim)
+    if axis is None or x.rank == 2:
         raise Refused(fx_node, f"a slice along axis {dim} of {x.full}")
-    begin = 0 if start is None else int(start) % x.full[1] if int(start) < 0 else min(int(start), x.full[1])
-    return _channels(cv, x, begin, begin + full[1])
+    return cv.op(fx_node, "slice", [x], {"axes": [axis], "starts": [begin], "ends": [stop], "steps": [step]})
 
 
 @converter(aten.as_strided, aten.as_strided_, aten.as_strided_copy)
