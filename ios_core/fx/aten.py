@@ -52,9 +52,10 @@ def to_aten(gm: fx.GraphModule, inputs: Sequence[Any]) -> AtenGraph:
     Dynamo made dynamic is specialised to these inputs (each batch size is planned on its own)."""
     from torch.func import functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    with torch.no_grad():
+    with torch.no_grad(), sdpa_kernel([SDPBackend.MATH]):  # attention as its products (CUDA picks a fused kernel)
         traced = make_fx(functionalize(gm, remove="mutations_and_views"),
                          decomposition_table=_decompositions())(*inputs)
     traced.graph.eliminate_dead_code()  # the pooling indices and batch statistics nothing reads
