@@ -183,3 +183,15 @@ def test_a_vision_transformer_is_planned_whole(caplog):
             torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
     said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
     assert said and all("IOS runs all" in s and "1 plan(s)" in s for s in said), said
+
+
+def test_torchs_guard_filter_goes_beside_ioss_options():
+    """torch.compile takes ``guard_filter_fn`` out of ``options`` before the backend sees them: IOS folds the weights
+    into its plan, so dropping the guards on the module's weights (the per-call cost docs/ios.md measures) is safe
+    for what it reads."""
+    model, x = Net().eval(), torch.randn(1, 3, 16, 16)
+    torch._dynamo.reset()
+    fn = torch.compile(model, backend="ios", options={
+        **FAST, "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
