@@ -7,8 +7,8 @@ Layers: the plan (load_input + infer), the runner (+ the output copy), the backe
 the compiled module (+ Dynamo's guards and argument handling), the compiled module with guard evaluation
 skipped (torch.compiler.set_stance(skip_guard_eval_unsafe=True)), and compiled again without the guards on the
 module's attributes and weights (``options={"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}``:
-IOS folds the weights into its plan when it compiles, so those guards protect nothing it reads). --no-inline: Dynamo keeps the weights as the
-module's attributes instead of lifting them to inputs."""
+IOS folds the weights into its plan when it compiles, so those guards protect nothing it reads). --no-inline:
+Dynamo keeps the weights as the module's attributes instead of lifting them to inputs."""
 
 from __future__ import annotations
 

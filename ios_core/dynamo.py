@@ -144,7 +144,13 @@ class Compiled:
         return fn(*args)
 
     def build(self, args: list[Any]) -> Callable[..., Any]:
-        ag = to_aten(self.gm, args)
+        try:
+            ag = to_aten(self.gm, args)
+        except RuntimeError as exc:  # data-dependent Python (a tensor's .item()) cannot be traced to ATen here
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            self.report = f"IOS takes none of this graph: tracing it to ATen failed ({why}); the fallback runs it"
+            log.warning("torch.compile(backend='ios'): %s", self.report)
+            return self._fallback(self.gm, args)
         sp = split(ag, self.gm.__class__.__name__)
         self.report = sp.report()
         (log.warning if sp.refused else log.info)("torch.compile(backend='ios'): %s", self.report)
@@ -154,11 +160,15 @@ class Compiled:
             runner, index, many = RUNNERS[handles[id(whole[0])]], whole[1], whole[2]
             return (lambda *a: (runner(a[index]),)) if many else (lambda *a: runner(a[index]))
         rewritten = _with_parts(ag, sp, handles)
-        if self.opts.fallback == "eager" or not sp.refused:
-            return rewritten
+        return self._fallback(rewritten, args) if sp.refused else rewritten
+
+    def _fallback(self, gm: fx.GraphModule, args: list[Any]) -> Callable[..., Any]:
+        """``gm`` as the fallback runs it: compiled by Inductor, or as it is (eager)."""
+        if self.opts.fallback == "eager":
+            return gm
         from torch._inductor.compile_fx import compile_fx
 
-        compiled: Callable[..., Any] = compile_fx(rewritten, args)  # type: ignore[assignment]
+        compiled: Callable[..., Any] = compile_fx(gm, args)  # type: ignore[assignment]
         return compiled
 
     @staticmethod

@@ -195,3 +195,48 @@ def test_torchs_guard_filter_goes_beside_ioss_options():
         **FAST, "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
     with torch.no_grad():
         torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+class TokenOps(nn.Module):
+    """What the zoos' token mixers use besides attention: a gate split off the features (gMLP), a sum and an RMS
+    norm over them (``pow``, ``rsqrt``), a per-token scale broadcast with ``expand``."""
+
+    def __init__(self, dim: int = 8):
+        super().__init__()
+        self.patch = nn.Conv2d(3, 2 * dim, 4, stride=4)
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)  # (B, 16, 2 dim)
+        u, v = x.split(x.shape[-1] // 2, dim=-1)
+        x = u * v.sigmoid()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        x = x + x.sum(dim=1, keepdim=True).expand(-1, x.shape[1], -1) / x.shape[1]
+        return self.head(x.mean(1))
+
+
+def test_token_mixers_ops_are_planned_whole(caplog):
+    model, x = TokenOps().eval(), torch.randn(2, 3, 16, 16)
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
+        torch.testing.assert_close(_compiled(model)(x), model(x), rtol=1e-5, atol=1e-5)
+    said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
+    assert said and all("IOS runs all" in s for s in said), said
+
+
+class ReadsAScalar(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y * int(y.abs().max().item() > 0)  # data-dependent: ATen's trace cannot read the value
+
+
+def test_a_graph_that_cannot_be_traced_runs_in_the_fallback_said_in_one_line(monkeypatch, caplog):
+    monkeypatch.setattr(torch._dynamo.config, "capture_scalar_outputs", True)
+    model, x = ReadsAScalar().eval(), torch.randn(1, 3, 8, 8)
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="ios_core.dynamo"):
+        torch.testing.assert_close(_compiled(model, fallback="eager")(x), model(x))
+    said = [r.getMessage() for r in caplog.records if "IOS takes none" in r.getMessage()]
+    assert said and "tracing it to ATen failed" in said[0] and said[0].endswith("the fallback runs it"), said

@@ -287,6 +287,31 @@ def mean(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
     return _reduce(cv, fx_node, x, args[1], "reduce_mean")
 
 
+@converter(aten.sum)
+def sum_(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    """A sum over per-sample axes: their mean times their count."""
+    if len(args) < 2 or kwargs.get("dtype") is not None:
+        raise Refused(fx_node, "a sum over all axes or with a dtype")
+    x = _own(fx_node, args[0])
+    dims = args[1] if isinstance(args[1], (list, tuple)) else [args[1]]
+    count = float(np.prod([x.full[int(d) % x.rank] for d in dims]))
+    y = _reduce(cv, fx_node, x, dims, "reduce_mean")
+    return cv.op(fx_node, "mul", [y], consts=[np.array(count, np.float32)], args=("x0", "k0"))
+
+
+@converter(aten.pow)
+def power(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    x, exponent = _fmap(fx_node, args[0]), args[1]
+    if not isinstance(exponent, (int, float)):
+        raise Refused(fx_node, "a power with a tensor exponent")
+    return cv.op(fx_node, "pow", [x], consts=[np.array(float(exponent), np.float32)], args=("x0", "k0"))
+
+
+@converter(aten.rsqrt)
+def rsqrt(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    return cv.op(fx_node, "pow", [_fmap(fx_node, args[0])], consts=[np.array(-0.5, np.float32)], args=("x0", "k0"))
+
+
 @converter(aten.linalg_vector_norm)
 def vector_norm(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
     order = kwargs.get("ord", args[1] if len(args) > 1 else 2)
@@ -439,18 +464,38 @@ def _channels(cv: Importer, x: Fmap, begin: int, end: int) -> Fmap:
 
 @converter(aten.split, aten.split_copy, aten.split_with_sizes, aten.split_with_sizes_copy)
 def split(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> tuple:
+    """Channels of an image for free; pieces along another per-sample axis (gMLP's gate, EVA's SwiGLU), slices."""
     x, sizes = _fmap(fx_node, args[0]), args[1]
     dim = int(kwargs.get("dim", args[2] if len(args) > 2 else 0)) % x.rank
-    if dim != 1 or x.rank != 4:
-        raise Refused(fx_node, f"a split along axis {dim} of {x.full} (only channels are sliced for free)")
-    c = x.full[1]
-    sizes = [int(s) for s in sizes] if isinstance(sizes, (list, tuple)) else [int(sizes)] * -(-c // int(sizes))
-    out, begin = [], 0
-    for s in sizes:
-        end = min(begin + s, c)
-        out.append(_channels(cv, x, begin, end))
-        begin = end
-    return tuple(out)
+    n = x.full[dim]
+    sizes = [int(s) for s in sizes] if isinstance(sizes, (list, tuple)) else [int(sizes)] * -(-n // int(sizes))
+    bounds, begin = [], 0
+    for size in sizes:
+        bounds.append((begin, min(begin + size, n)))
+        begin = bounds[-1][1]
+    if dim == 1 and x.rank == 4 and not x.merged:
+        return tuple(_channels(cv, x, b, e) for b, e in bounds)
+    x = _own(fx_node, x)
+    axis = x.axis(dim)
+    if axis is None or x.rank == 2:
+        raise Refused(fx_node, f"a split along axis {dim} of {x.full}")
+    pieces = []
+    for b, e in bounds:
+        full = tuple(e - b if i == dim else d for i, d in enumerate(x.full))
+        pieces.append(cv.op(fx_node, "slice", [x], {"axes": [axis], "starts": [b], "ends": [e], "steps": [1]},
+                            full=full))
+    return tuple(pieces)
+
+
+@converter(aten.expand, aten.expand_copy)
+def expand(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
+    """A broadcast along per-sample axes (a gate over tokens)."""
+    x, full = _own(fx_node, args[0]), cv.full_of(fx_node)
+    if full == x.full:
+        return x
+    if full[0] != x.full[0] or len(full) != x.rank or x.rank == 2:
+        raise Refused(fx_node, f"an expand of {x.full} to {full}")
+    return cv.op(fx_node, "expand", [x], {"shape": list(full[1:])})
 
 
 @converter(aten.slice, aten.slice_copy)
