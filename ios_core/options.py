@@ -20,9 +20,9 @@ COST_MODELS = ("auto", "measured", "calibrated", "analytic")
 #: the options of :meth:`PlanOptions.variant` are in every key where they are not at their default. A test
 #: changes each option in turn and checks that exactly the keys declared here change.
 DEPENDS_ON: dict[str, tuple[str, ...]] = {
-    "schedule": ("schedule", "r", "s", "part_size", "ending", "cost_model", "keep", "select", "prune", "runtime",
-                 "streams", "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse", "kernels",
-                 "passes"),
+    "schedule": ("schedule", "r", "s", "part_size", "part_cuts", "ending", "cost_model", "keep", "select", "prune",
+                 "runtime", "streams", "greedy_streams", "screen_limit", "cold", "number", "repeat", "warmup", "fuse",
+                 "kernels", "passes"),
     "layout": ("runtime", "streams", "greedy_streams", "fuse", "kernels", "passes", "layout_screen"),
     "stage_costs": ("runtime", "fuse", "number", "repeat", "cold", "kernels", "passes"),
     "kernel_choices": ("fuse",),

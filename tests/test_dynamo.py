@@ -240,3 +240,21 @@ def test_a_graph_that_cannot_be_traced_runs_in_the_fallback_said_in_one_line(mon
         torch.testing.assert_close(_compiled(model, fallback="eager")(x), model(x))
     said = [r.getMessage() for r in caplog.records if "IOS takes none" in r.getMessage()]
     assert said and "tracing it to ATen failed" in said[0] and said[0].endswith("the fallback runs it"), said
+
+
+def test_a_separable_conv_after_a_fused_activation_is_one_unit():
+    """conv+relu -> depthwise -> 1x1: the relu is fused into the first conv, and the depthwise/pointwise pair is
+    still one schedule unit, as the zoo's NASNet cells have it (left apart, its cells had a third more units)."""
+    from ios_core.fx.aten import to_aten
+    from ios_core.fx.split import split
+    from ios_core.ir.nodes import Sequential
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8), nn.Conv2d(8, 8, 1)).eval()
+    graphs = []
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend=lambda gm, ins: (graphs.append((gm, ins)), gm.forward)[1])(torch.randn(1, 3, 9, 9))
+    (part,) = split(to_aten(*graphs[0])).parts
+    units = [n for b in part.graph.blocks for n in b.nodes]
+    assert [type(n).__name__ for n in units][:2] == ["Conv", "Sequential"]
+    assert isinstance(units[1], Sequential) and units[1].hint == "SepConv"

@@ -247,8 +247,9 @@ def test_planning_again_times_the_layout_without_the_final_models_triton_templat
 
 def _changed(name: str, value):
     """Another valid value of the option ``name`` (whose default is ``value``)."""
-    other = {"schedule": "greedy", "ending": "original", "search_core": "python", "cost_model": "analytic",
-             "runtime": "eager", "streams": "stage-order", "kernels": "cudnn", "cudnn_search": "benchmark",
+    other = {"schedule": "greedy", "ending": "original", "part_cuts": "slice", "search_core": "python",
+             "cost_model": "analytic", "runtime": "eager", "streams": "stage-order", "kernels": "cudnn",
+             "cudnn_search": "benchmark",
              "channels_last": "true", "passes": ["fold_bias"], "schedule_file": "s.json", "schedule_device": "gpu-a"}
     if name in other:
         return other[name]

@@ -28,8 +28,9 @@ def _sole_reader(node: Node, readers: dict[str, list[Node]]) -> Node | None:
 
 
 def compound_preactivations(nodes: list[Node]) -> list[Node]:
-    """``nodes`` with each activation -> conv (-> 1x1 conv after a depthwise one) chain as one unit, named as its
-    last node (whose readers are unchanged)."""
+    """``nodes`` with each activation -> conv (-> 1x1 conv after a depthwise one) chain, and each depthwise -> 1x1
+    pair left (its activation fused into the conv before it), as one unit named as its last node (whose readers
+    are unchanged)."""
     readers: dict[str, list[Node]] = {}
     for n in nodes:
         for name in {v.node for t in n.inputs for v in t}:
@@ -53,6 +54,16 @@ def compound_preactivations(nodes: list[Node]) -> list[Node]:
         seq.nodes = chain
         for member in (n, *chain[1:]):
             absorbed[id(member)] = seq
+    for n in nodes:  # a depthwise conv whose activation went into the conv before it: still one unit with its 1x1
+        nxt = _sole_reader(n, readers) if isinstance(n, Conv) and id(n) not in absorbed else None
+        if not (isinstance(n, Conv) and n.groups > 1 and n.act == "identity" and isinstance(nxt, Conv)
+                and nxt.kernel == (1, 1) and nxt.groups == 1 and id(nxt) not in absorbed):
+            continue
+        seq = Sequential(name=nxt.name, inputs=n.inputs, hint="SepConv", output_shape=nxt.output_shape)
+        seq.nodes = [n, nxt]
+        n.name, nxt.name = f"{nxt.name}.0", f"{nxt.name}.1"
+        n.inputs, nxt.inputs = [], []
+        absorbed[id(n)] = absorbed[id(nxt)] = seq
     out: list[Node] = []
     seen: set[int] = set()
     for n in nodes:

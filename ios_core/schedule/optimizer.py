@@ -342,11 +342,44 @@ class _PartSearch:
         return cost, [self.stage_of(g, m) for g, m in stages]
 
 
-def parts_of(block: Block, part_size: int) -> list[list[Node]]:
+def parts_of(block: Block, part_size: int, cuts: str = "live") -> list[list[Node]]:
+    """The block's DP sub-problems: its marked parts, else runs of at most ``part_size`` units. ``cuts="live"``
+    ends a run where the fewest tensors cross (the block's least, first: a cell of a two-input cell network, which
+    ``share_parts`` then searches once; else the fewest in reach) rather than every ``part_size`` units."""
     if block.parts:
         by_name = {n.name: n for n in block.nodes}
         return [[by_name[x] for x in p] for p in block.parts if p]
-    return [block.nodes[i:i + part_size] for i in range(0, len(block.nodes), part_size)]
+    nodes = block.nodes
+    if cuts == "slice" or len(nodes) <= part_size:
+        return [nodes[i:i + part_size] for i in range(0, len(nodes), part_size)]
+    live = _crossing(block)
+    floor, shortest = min(live[1:]), max(1, part_size // 5)
+    parts: list[list[Node]] = []
+    start = 0
+    while True:
+        reach = range(start + shortest, min(start + part_size, len(nodes) - shortest) + 1)
+        cut = next((i for i in reach if live[i] <= floor + 1), None)
+        if cut is None:
+            if len(nodes) - start <= part_size:
+                return parts + [nodes[start:]]
+            cut = min(range(start + shortest, start + part_size + 1), key=lambda i: (live[i], -i))
+        parts.append(nodes[start:cut])
+        start = cut
+
+
+def _crossing(block: Block) -> list[int]:
+    """Per position i of the block's nodes: how many tensors made before node i (or entering) are read from i on."""
+    nodes = block.nodes
+    made = {block.enter: -1, **{n.name: i for i, n in enumerate(nodes)}}
+    last: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for v in {v.node for t in n.inputs for v in t}:
+            last[v] = i
+    live = [0] * len(nodes)
+    for v, end in last.items():
+        for i in range(made.get(v, -1) + 1, end + 1):
+            live[i] += 1
+    return live
 
 
 #: a part's schedule by unit index: stages of (groups of unit indices, merge, barrier)
@@ -463,7 +496,8 @@ class _PartsSearch:
         self.graph, self.o, self.cost, self.screen = graph, o, cost, screen
         self.merge, self.parallel = VARIANTS[o.schedule]
         self.stats = SearchStats()
-        self.all_parts = [(bi, p) for bi, b in enumerate(graph.blocks) for p in parts_of(b, o.part_size)]
+        self.all_parts = [(bi, p) for bi, b in enumerate(graph.blocks)
+                          for p in parts_of(b, o.part_size, o.part_cuts)]
         self.sigs = [signature(graph, [nodes]) if o.share_parts else "" for _, nodes in self.all_parts]
         self.first: dict[str, int] = {}
         self.unique = [i for i, sig in enumerate(self.sigs) if not sig or self.first.setdefault(sig, i) == i]

@@ -14,6 +14,7 @@ VARIANTS = {"ios-merge": (True, False), "ios-parallel": (False, True), "ios-both
 #: every schedule a plan can ask for: the two baselines and the DP's variants
 ALGORITHMS = ("sequential", "greedy", *VARIANTS)
 ENDINGS = ("corrected", "original")
+PART_CUTS = ("live", "slice")
 CORES = ("auto", "native", "python")
 
 
@@ -45,6 +46,9 @@ class SearchOptions:
     r: int = 3  # max units per group
     s: int = 8  # max groups (streams) per stage
     part_size: int = 50
+    #: how a block longer than part_size is cut into parts: "live", where the fewest tensors cross (NASNet's cells
+    #: found in a graph that does not mark them), or "slice", every part_size units
+    part_cuts: str = "live"
     ending: str = "corrected"  # or "original" (the paper's code, upstream issue #10)
     keep: int = 3  # the DP's best schedules per part that are timed in situ (1 without in-situ timing)
     prune: bool = True  # skip timing stages whose lower bound cannot win
@@ -59,6 +63,7 @@ class SearchOptions:
         """Raise :class:`OptionError` naming the first option out of range."""
         choose("schedule", self.schedule, ALGORITHMS)
         choose("ending", self.ending, ENDINGS)
+        choose("part_cuts", self.part_cuts, PART_CUTS)
         choose("search_core", self.search_core, CORES)
         at_least(self, 1, "r", "s", "part_size", "keep", "greedy_streams", "screen_limit")
         at_least(self, 0, "search_workers")
