@@ -258,3 +258,32 @@ def test_a_separable_conv_after_a_fused_activation_is_one_unit():
     units = [n for b in part.graph.blocks for n in b.nodes]
     assert [type(n).__name__ for n in units][:2] == ["Conv", "Sequential"]
     assert isinstance(units[1], Sequential) and units[1].hint == "SepConv"
+
+
+class AttentionPool(nn.Module):
+    """SigLIP's head: a learned query attends over the tokens (a product of a constant and a feature map)."""
+
+    def __init__(self, dim: int = 8, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.patch = nn.Conv2d(3, dim, 4, stride=4)
+        self.query = nn.Parameter(torch.randn(1, 1, dim))
+        self.kv = nn.Linear(dim, 2 * dim)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        b, n, c = x.shape
+        q = self.query.expand(b, -1, -1).reshape(b, 1, self.heads, c // self.heads).transpose(1, 2)
+        k, v = self.kv(x).reshape(b, n, 2, self.heads, c // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).reshape(b, c)
+
+
+def test_a_learned_querys_attention_is_planned_whole(caplog):
+    model = AttentionPool().eval()
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
+        fn = _compiled(model)
+        for batch in (1, 2):
+            x = torch.randn(batch, 3, 16, 16)
+            torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+    said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
+    assert said and all("IOS runs all" in s for s in said), said

@@ -430,9 +430,18 @@ def softmax(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
 @converter(aten.bmm)
 def bmm(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
     """Attention's products: both operands (B x H, N, D) views of (B, H, N, D) feature maps, one matmul per sample."""
-    a, b = _fmap(fx_node, args[0]), args[1]
-    if not isinstance(b, Fmap):
-        raise Refused(fx_node, "a product with a constant")
+    a, b = args[0], args[1]
+    if not isinstance(a, Fmap) and not isinstance(b, Fmap):
+        raise Refused(fx_node, "its input is not a feature map")
+    if not isinstance(a, Fmap) or not isinstance(b, Fmap):  # a learned query (SigLIP's attention pooling)
+        x = a if isinstance(a, Fmap) else b
+        if not x.merged or len(x.merged) < 4:
+            raise Refused(fx_node, "a batched product that is not per sample")
+        c = _numpy(b if x is a else a)
+        c = cv.per_sample(fx_node, c.reshape(*x.merged[:-2], *c.shape[1:]), x)
+        own = (*x.merged[:-1], c.shape[-1]) if x is a else (*x.merged[:-2], c.shape[-2], x.merged[-1])
+        y = cv.op(fx_node, "matmul", [x.own()], consts=[c], args=("x0", "k0") if x is a else ("k0", "x0"), full=own)
+        return Fmap(y.expr, cv.full_of(fx_node), own)
     if not a.merged or not b.merged or a.merged[:-2] != b.merged[:-2] or len(a.merged) < 4:
         raise Refused(fx_node, "a batched product that is not per sample")
     own = (*a.merged[:-1], b.merged[-1])
