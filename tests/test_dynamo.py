@@ -198,8 +198,9 @@ def test_torchs_guard_filter_goes_beside_ioss_options():
 
 
 class TokenOps(nn.Module):
-    """What the zoos' token mixers use besides attention: a gate split off the features (gMLP), a sum and an RMS
-    norm over them (``pow``, ``rsqrt``), a per-token scale broadcast with ``expand``."""
+    """What the zoos' token mixers use besides attention: a gate split off the features (gMLP) through GELU's tanh
+    approximation, a sum and an RMS norm over them (``pow``, ``rsqrt``), a per-token scale broadcast with
+    ``expand``."""
 
     def __init__(self, dim: int = 8):
         super().__init__()
@@ -209,7 +210,7 @@ class TokenOps(nn.Module):
     def forward(self, x):
         x = self.patch(x).flatten(2).transpose(1, 2)  # (B, 16, 2 dim)
         u, v = x.split(x.shape[-1] // 2, dim=-1)
-        x = u * v.sigmoid()
+        x = u * torch.nn.functional.gelu(v, approximate="tanh")  # MaxViT's and SigLIP-NaFlex's GELU
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
         x = x + x.sum(dim=1, keepdim=True).expand(-1, x.shape[1], -1) / x.shape[1]
         return self.head(x.mean(1))

@@ -135,9 +135,8 @@ def unary(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
 
 @converter(aten.gelu)
 def gelu(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
-    if kwargs.get("approximate", args[1] if len(args) > 1 else "none") != "none":
-        raise Refused(fx_node, "the tanh approximation of GELU is not in the IR")
-    return _act(cv, fx_node, args[0], "gelu")
+    approximate = kwargs.get("approximate", args[1] if len(args) > 1 else "none")
+    return _act(cv, fx_node, args[0], "gelu_tanh" if approximate == "tanh" else "gelu")
 
 
 @converter(aten.hardtanh, aten.clamp)

@@ -130,6 +130,19 @@ def _export_gelu(ex, xs, p) -> str:
     return ex.emit("Mul", [half, ex.emit("Add", [e, ex.const("one", _f32(1.0))], "gelu")], "gelu")
 
 
+def _np_gelu_tanh(x):
+    """GELU's tanh approximation (timm's MaxViT, SigLIP's NaFlex ViT, MobileNet-V5)."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def _export_gelu_tanh(ex, x) -> str:
+    cube = ex.emit("Mul", [x, ex.emit("Mul", [x, x], "gelu")], "gelu")
+    inner = ex.emit("Add", [x, ex.emit("Mul", [cube, ex.const("c", _f32(0.044715))], "gelu")], "gelu")
+    t = ex.emit("Tanh", [ex.emit("Mul", [inner, ex.const("k", _f32(math.sqrt(2.0 / math.pi)))], "gelu")], "gelu")
+    half = ex.emit("Mul", [x, ex.const("half", _f32(0.5))], "gelu")
+    return ex.emit("Mul", [half, ex.emit("Add", [t, ex.const("one", _f32(1.0))], "gelu")], "gelu")
+
+
 def _np_sigmoid(x, p):
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -144,6 +157,8 @@ _unary("silu", None, lambda x, p: x * _np_sigmoid(x, p), lambda x, p: _F().silu(
        export=lambda ex, xs, p: ex.emit("Mul", [xs[0], ex.emit("Sigmoid", xs, "silu")], "silu"))
 _unary("gelu", None, lambda x, p: 0.5 * x * (1.0 + np_erf(x / math.sqrt(2.0))), lambda x, p: _F().gelu(x), 8,
        export=_export_gelu)
+_unary("gelu_tanh", None, lambda x, p: _np_gelu_tanh(x), lambda x, p: _F().gelu(x, approximate="tanh"), 9,
+       export=lambda ex, xs, p: _export_gelu_tanh(ex, xs[0]))
 _unary("softplus", "Softplus", lambda x, p: np.logaddexp(0.0, x), lambda x, p: _F().softplus(x), 4)
 _unary("erf", "Erf", lambda x, p: np_erf(x), lambda x, p: _torch().erf(x), 4, activation=False)
 _unary("sqrt", "Sqrt", lambda x, p: np.sqrt(x), lambda x, p: _torch().sqrt(x), 2, activation=False)
