@@ -234,10 +234,10 @@ class ReadsAScalar(nn.Module):
         return y * int(y.abs().max().item() > 0)  # data-dependent: ATen's trace cannot read the value
 
 
-def test_a_graph_that_cannot_be_traced_runs_in_the_fallback_said_in_one_line(monkeypatch, caplog):
-    monkeypatch.setattr(torch._dynamo.config, "capture_scalar_outputs", True)
+def test_a_graph_that_cannot_be_traced_runs_in_the_fallback_said_in_one_line(caplog):
     model, x = ReadsAScalar().eval(), torch.randn(1, 3, 8, 8)
-    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="ios_core.dynamo"):
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="ios_core.dynamo"), \
+            torch._dynamo.config.patch(capture_scalar_outputs=True):
         torch.testing.assert_close(_compiled(model, fallback="eager")(x), model(x))
     said = [r.getMessage() for r in caplog.records if "IOS takes none" in r.getMessage()]
     assert said and "tracing it to ATen failed" in said[0] and said[0].endswith("the fallback runs it"), said

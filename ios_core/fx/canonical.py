@@ -63,66 +63,61 @@ def _permute(graph: fx.Graph, x: fx.Node, dims: Sequence[int], like: fx.Node) ->
     return made
 
 
-def _fold_permutes(graph: fx.Graph) -> bool:
+def _fold_permutes(graph: fx.Graph, node: fx.Node) -> bool:
     """permute(permute(x, a), b) -> permute(x, [a[i] for i in b]), through single-use clones between them."""
-    changed = False
-    for node in list(graph.nodes):
-        if node.target not in PERMUTES or not node.users:
-            continue
-        inner = _through_copies(_src(node))
-        if inner.target not in PERMUTES:  # (one with other readers stays for them)
-            continue
-        outer, first = _dims(node), _dims(inner)
-        with graph.inserting_before(node):
-            made = _permute(graph, _src(inner), [first[i] for i in outer], node)
-        _replace(node, made)
-        changed = True
-    return changed
+    if node.target not in PERMUTES or not node.users:
+        return False
+    inner = _through_copies(_src(node))
+    if inner.target not in PERMUTES:  # (one with other readers stays for them)
+        return False
+    outer, first = _dims(node), _dims(inner)
+    with graph.inserting_before(node):
+        made = _permute(graph, _src(inner), [first[i] for i in outer], node)
+    _replace(node, made)
+    return True
 
 
-def _select_before_permute(graph: fx.Graph) -> bool:
+def _select_before_permute(graph: fx.Graph, node: fx.Node) -> bool:
     """unbind(permute(x, p), 0)[i] and select(permute(x, p), 0, i) -> permute(select(x, p[0], i), rest)."""
-    changed = False
-    for node in list(graph.nodes):
-        args: Any = node.args
-        if node.target in UNBINDS and int(args[1] if len(args) > 1 else node.kwargs.get("dim", 0)) == 0:
-            picks = [(u, int(cast(int, u.args[1]))) for u in node.users if u.target is operator.getitem]
-            if len(picks) != len(node.users):
-                continue
-        elif node.target in SELECTS and int(args[1]) == 0:
-            picks = [(node, int(args[2]))]
-        else:
-            continue
-        src = _through_copies(_src(node))
-        if src.target not in PERMUTES:
-            continue
-        p = _dims(src)
-        rest = [d - (d > p[0]) for d in p[1:]]
-        for user, index in picks:
-            with graph.inserting_before(user):
-                picked = graph.call_function(aten.select.int, (_src(src), p[0], index))
-                val = _src(src).meta.get("val")
-                picked.meta["val"] = val.select(p[0], index) if isinstance(val, torch.Tensor) else None
-                made = _permute(graph, picked, rest, user)
-            _replace(user, made)
-        changed = True
-    return changed
+    args: Any = node.args
+    dim: Any = args[1] if len(args) > 1 else node.kwargs.get("dim", 0)
+    if node.target in UNBINDS and int(dim) == 0:
+        picks = [(u, int(cast(Any, u.args[1]))) for u in node.users if u.target is operator.getitem]
+        if len(picks) != len(node.users):
+            return False
+    elif node.target in SELECTS and int(args[1]) == 0:
+        picks = [(node, int(args[2]))]
+    else:
+        return False
+    src = _through_copies(_src(node))
+    if src.target not in PERMUTES:
+        return False
+    p = _dims(src)
+    rest = [d - (d > p[0]) for d in p[1:]]
+    for user, index in picks:
+        with graph.inserting_before(user):
+            picked = graph.call_function(aten.select.int, (_src(src), p[0], index))
+            val = _src(src).meta.get("val")
+            picked.meta["val"] = val.select(p[0], index) if isinstance(val, torch.Tensor) else None
+            made = _permute(graph, picked, rest, user)
+        _replace(user, made)
+    return True
 
 
-def _drop_same_expands(graph: fx.Graph) -> bool:
-    changed = False
-    for node in list(graph.nodes):
-        if node.target in EXPANDS and node.users and _shape(node) is not None \
-                and _shape(node) == _shape(_src(node)):
-            _replace(node, _src(node))
-            changed = True
-    return changed
+def _drop_same_expand(graph: fx.Graph, node: fx.Node) -> bool:
+    if node.target in EXPANDS and node.users and _shape(node) is not None and _shape(node) == _shape(_src(node)):
+        _replace(node, _src(node))
+        return True
+    return False
+
+
+RULES = (_drop_same_expand, _select_before_permute, _fold_permutes)
 
 
 def canonical(gm: fx.GraphModule) -> fx.GraphModule:
     """``gm`` with its layout ops rewritten (in place) until none of the rewrites applies."""
     graph = gm.graph
-    while _drop_same_expands(graph) | _select_before_permute(graph) | _fold_permutes(graph):
+    while any([rule(graph, node) for node in list(graph.nodes) for rule in RULES]):  # every rule on every node
         graph.eliminate_dead_code()
     graph.lint()
     gm.recompile()
