@@ -288,3 +288,30 @@ def test_a_learned_querys_attention_is_planned_whole(caplog):
             torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
     said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
     assert said and all("IOS runs all" in s for s in said), said
+
+
+class CropAndVector(nn.Module):
+    """NASNet-A Large's crops (negative padding, and a pad and a crop at once) and CaiT's class token taken back
+    to a token (a (B, F) vector to (B, 1, F))."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 4, 1)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        x = torch.nn.functional.pad(self.a(x), (-1, -1, -1, -1))
+        x = self.b(torch.nn.functional.pad(x, (1, -1, 0, 1)))
+        token = x.mean(dim=(2, 3)).unsqueeze(1)  # (B, 1, 4)
+        return self.head(torch.layer_norm(token, (4,)) + 1.0).squeeze(1)
+
+
+def test_crops_and_a_vector_made_a_token_are_planned_whole(caplog):
+    model = CropAndVector().eval()
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
+        fn = _compiled(model)
+        for batch in (1, 2):
+            x = torch.randn(batch, 3, 10, 10)
+            torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+    said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
+    assert said and all("IOS runs all" in s for s in said), said

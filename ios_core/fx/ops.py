@@ -363,9 +363,7 @@ def reshape(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
         return Fmap(x.expr, full)
     if len(full) == 2 and x.rank == 4:  # a CNN's flatten
         return cv.add(fx_node, Flatten(name=cv.name(), inputs=[[cv.value(x)]]))
-    if x.rank == 2 or len(full) == 2:
-        raise Refused(fx_node, f"a reshape of {x.full} to {full}")
-    return cv.op(fx_node, "reshape", [x], {"shape": list(full[1:])})
+    return cv.op(fx_node, "reshape", [x], {"shape": list(ir_shape(full))})  # a (B, F) vector is (F, 1, 1)
 
 
 @converter(aten.addmm, aten.mm)
@@ -547,6 +545,13 @@ def pad(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
         if axis < 0:
             raise Refused(fx_node, "it pads the batch axis")
         begin[axis], end[axis] = pairs[2 * i], pairs[2 * i + 1]
-    if min(begin + end) < 0:
-        raise Refused(fx_node, "negative padding (a crop)")
-    return cv.op(fx_node, "pad", [x], {"pads": begin + end, "value": value})
+    if min(begin + end) >= 0:
+        return cv.op(fx_node, "pad", [x], {"pads": begin + end, "value": value})
+    if x.merged or x.rank == 2:
+        raise Refused(fx_node, f"a crop of {x.full}")
+    grown = [d + max(b, 0) + max(e, 0) for d, b, e in zip(x.full[1:], begin, end)]  # NASNet's crops: the pad, then
+    y = cv.op(fx_node, "pad", [x], {"pads": [max(v, 0) for v in begin + end], "value": value},  # a slice
+              full=(x.full[0], *grown)) if max(begin + end) > 0 else x
+    axes = [i for i in range(n) if begin[i] < 0 or end[i] < 0]
+    return cv.op(fx_node, "slice", [y], {"axes": axes, "starts": [max(-begin[i], 0) for i in axes],
+                                         "ends": [grown[i] - max(-end[i], 0) for i in axes], "steps": [1] * len(axes)})
