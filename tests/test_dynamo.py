@@ -46,6 +46,17 @@ def _compiled(model, **options):
     return torch.compile(model, backend="ios", options={**FAST, **options})
 
 
+def _planned_whole(model, caplog, size: int = 16, batches=(1, 2)) -> None:
+    """``model`` compiled once, run at each batch size: eager's output, and every line says IOS ran all of it."""
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
+        fn = _compiled(model)
+        for batch in batches:
+            x = torch.randn(batch, 3, size, size)
+            torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+    said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
+    assert said and all("IOS runs all" in s for s in said), said
+
+
 def test_a_cnn_is_planned_whole_and_computes_what_eager_does(caplog):
     model, x = Net().eval(), torch.randn(2, 3, 16, 16)
     with torch.no_grad():
@@ -217,11 +228,7 @@ class TokenOps(nn.Module):
 
 
 def test_token_mixers_ops_are_planned_whole(caplog):
-    model, x = TokenOps().eval(), torch.randn(2, 3, 16, 16)
-    with torch.no_grad(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
-        torch.testing.assert_close(_compiled(model)(x), model(x), rtol=1e-5, atol=1e-5)
-    said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
-    assert said and all("IOS runs all" in s for s in said), said
+    _planned_whole(TokenOps().eval(), caplog, batches=(2,))
 
 
 class ReadsAScalar(nn.Module):
@@ -280,14 +287,7 @@ class AttentionPool(nn.Module):
 
 
 def test_a_learned_querys_attention_is_planned_whole(caplog):
-    model = AttentionPool().eval()
-    with torch.no_grad(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
-        fn = _compiled(model)
-        for batch in (1, 2):
-            x = torch.randn(batch, 3, 16, 16)
-            torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
-    said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
-    assert said and all("IOS runs all" in s for s in said), said
+    _planned_whole(AttentionPool().eval(), caplog)
 
 
 class CropAndVector(nn.Module):
@@ -307,11 +307,4 @@ class CropAndVector(nn.Module):
 
 
 def test_crops_and_a_vector_made_a_token_are_planned_whole(caplog):
-    model = CropAndVector().eval()
-    with torch.no_grad(), caplog.at_level(logging.INFO, logger="ios_core.dynamo"):
-        fn = _compiled(model)
-        for batch in (1, 2):
-            x = torch.randn(batch, 3, 10, 10)
-            torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
-    said = [r.getMessage() for r in caplog.records if "IOS runs" in r.getMessage()]
-    assert said and all("IOS runs all" in s for s in said), said
+    _planned_whole(CropAndVector().eval(), caplog, size=10)
