@@ -27,6 +27,15 @@ def _sole_reader(node: Node, readers: dict[str, list[Node]]) -> Node | None:
     return users[0] if (v.begin, v.end) == (0, channels) else None
 
 
+def _pointwise_after(conv: Node, readers: dict[str, list[Node]]) -> Conv | None:
+    """The 1x1 conv that alone reads ``conv``, where ``conv`` is a depthwise conv with no activation of its own (a
+    separable conv's two halves), or None."""
+    if not isinstance(conv, Conv) or conv.groups == 1 or conv.act != "identity":
+        return None
+    nxt = _sole_reader(conv, readers)
+    return nxt if isinstance(nxt, Conv) and nxt.kernel == (1, 1) and nxt.groups == 1 else None
+
+
 def compound_preactivations(nodes: list[Node]) -> list[Node]:
     """``nodes`` with each activation -> conv (-> 1x1 conv after a depthwise one) chain, and each depthwise -> 1x1
     pair left (its activation fused into the conv before it), as one unit named as its last node (whose readers
@@ -42,9 +51,8 @@ def compound_preactivations(nodes: list[Node]) -> list[Node]:
         if act is None or not isinstance(conv, Conv):
             continue
         chain: list[Node] = [Activation(name=f"{n.name}.act", act=act, output_shape=n.output_shape), conv]
-        nxt = _sole_reader(conv, readers)
-        if conv.groups > 1 and conv.act == "identity" and isinstance(nxt, Conv) and nxt.kernel == (1, 1) \
-                and nxt.groups == 1:
+        nxt = _pointwise_after(conv, readers)
+        if nxt is not None:
             chain.append(nxt)
         last = chain[-1]
         seq = Sequential(name=last.name, inputs=n.inputs, hint="ReluSepConv" if len(chain) == 3 else "ReluConv",
@@ -55,9 +63,8 @@ def compound_preactivations(nodes: list[Node]) -> list[Node]:
         for member in (n, *chain[1:]):
             absorbed[id(member)] = seq
     for n in nodes:  # a depthwise conv whose activation went into the conv before it: still one unit with its 1x1
-        nxt = _sole_reader(n, readers) if isinstance(n, Conv) and id(n) not in absorbed else None
-        if not (isinstance(n, Conv) and n.groups > 1 and n.act == "identity" and isinstance(nxt, Conv)
-                and nxt.kernel == (1, 1) and nxt.groups == 1 and id(nxt) not in absorbed):
+        nxt = _pointwise_after(n, readers) if id(n) not in absorbed else None
+        if nxt is None or id(nxt) in absorbed:
             continue
         seq = Sequential(name=nxt.name, inputs=n.inputs, hint="SepConv", output_shape=nxt.output_shape)
         seq.nodes = [n, nxt]

@@ -536,7 +536,9 @@ def restride(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
 @converter(aten.constant_pad_nd)
 def pad(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
     """TF-style "same" padding (timm's tf_ models): ATen's pairs run from the last axis back."""
-    x, pairs = _fmap(fx_node, args[0]), [int(p) for p in args[1]]
+    x, pairs = _own(fx_node, args[0]), [int(p) for p in args[1]]
+    if x.rank == 2:  # the IR's (F, 1, 1) has axes ATen's pairs do not name
+        raise Refused(fx_node, f"a pad of a {x.full} vector")
     value = float(args[2]) if len(args) > 2 else 0.0
     n = x.rank - 1  # per-sample axes
     begin, end = [0] * n, [0] * n
@@ -547,8 +549,6 @@ def pad(cv: Importer, fx_node: fx.Node, args: list, kwargs: dict) -> Fmap:
         begin[axis], end[axis] = pairs[2 * i], pairs[2 * i + 1]
     if min(begin + end) >= 0:
         return cv.op(fx_node, "pad", [x], {"pads": begin + end, "value": value})
-    if x.merged or x.rank == 2:
-        raise Refused(fx_node, f"a crop of {x.full}")
     grown = [d + max(b, 0) + max(e, 0) for d, b, e in zip(x.full[1:], begin, end)]  # NASNet's crops: the pad, then
     y = cv.op(fx_node, "pad", [x], {"pads": [max(v, 0) for v in begin + end], "value": value},  # a slice
               full=(x.full[0], *grown)) if max(begin + end) > 0 else x

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import NamedTuple, Protocol, TypedDict
 
 from ..ir import Block, Graph, Node
@@ -344,8 +345,9 @@ class _PartSearch:
 
 def parts_of(block: Block, part_size: int, cuts: str = "live") -> list[list[Node]]:
     """The block's DP sub-problems: its marked parts, else runs of at most ``part_size`` units. ``cuts="live"``
-    ends a run where the fewest tensors cross (the block's least, first: a cell of a two-input cell network, which
-    ``share_parts`` then searches once; else the fewest in reach) rather than every ``part_size`` units."""
+    ends a run at the first place in reach where about the fewest tensors cross (the block's least, or one more:
+    the end of a cell of a two-input cell network, which ``share_parts`` then searches once; where none is in reach,
+    the fewest there) rather than every ``part_size`` units."""
     if block.parts:
         by_name = {n.name: n for n in block.nodes}
         return [[by_name[x] for x in p] for p in block.parts if p]
@@ -375,11 +377,11 @@ def _crossing(block: Block) -> list[int]:
     for i, n in enumerate(nodes):
         for v in {v.node for t in n.inputs for v in t}:
             last[v] = i
-    live = [0] * len(nodes)
+    change = [0] * (len(nodes) + 1)  # each tensor crosses positions made+1 .. its last read
     for v, end in last.items():
-        for i in range(made.get(v, -1) + 1, end + 1):
-            live[i] += 1
-    return live
+        change[made.get(v, -1) + 1] += 1
+        change[end + 1] -= 1
+    return list(accumulate(change))[:-1]
 
 
 #: a part's schedule by unit index: stages of (groups of unit indices, merge, barrier)

@@ -46,8 +46,8 @@ class SearchOptions:
     r: int = 3  # max units per group
     s: int = 8  # max groups (streams) per stage
     part_size: int = 50
-    #: how a block longer than part_size is cut into parts: "live", where the fewest tensors cross (NASNet's cells
-    #: found in a graph that does not mark them), or "slice", every part_size units
+    #: how a block longer than part_size is cut into parts: "live", where about the fewest tensors cross (NASNet's
+    #: cells found in a graph that does not mark them), or "slice", every part_size units
     part_cuts: str = "live"
     ending: str = "corrected"  # or "original" (the paper's code, upstream issue #10)
     keep: int = 3  # the DP's best schedules per part that are timed in situ (1 without in-situ timing)
