@@ -24,7 +24,7 @@ from .backend import BackendError
 from .config import ConfigError, conf_dir, hydra_error_line
 from .context import launched_apart
 from .install import fit
-from .interrupts import outside_a_run, started
+from .interrupts import ending, outside_a_run, started
 from .job import run
 from .lifecycle import THIS
 from .machine.environment import resolve_device
@@ -84,6 +84,7 @@ def _task(cfg: Any) -> str:
         THIS.failures.append(f"{' '.join(sweep['job_overrides'])}: {exc}")
         return "FAILED"
     if record.stopped_by is not None and not launched_apart():  # its record is kept and its sweep ended KILLED
+        ending()
         raise SystemExit(128 + record.stopped_by)  # (a Submitit job returns it: its sweep is another process's)
     if record.status != "FINISHED":
         THIS.failures.append(record.summary or record.status)

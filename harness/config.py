@@ -10,6 +10,7 @@ dataclass under ``backend/``.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -229,8 +230,8 @@ class BackendConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(map(str, keys)) - known)
         if unknown:
-            raise ConfigError(f"backend.{unknown[0]} is not an option of backend {backend!r}; "
-                              f"its options: {', '.join(sorted(known - {'name'}))}")
+            raise ConfigError(f"backend.{unknown[0]} is not an option of backend {backend!r}; its options: "
+                              f"{', '.join(closest_first(unknown[0], sorted(known - {'name'})))}")
 
     @classmethod
     def from_mapping(cls: type[C], values: Mapping[str, Any]) -> C:
@@ -295,8 +296,11 @@ def _valid_keys(cause: BaseException) -> str:
     if not isinstance(cause, (ConfigAttributeError, ConfigKeyError)) or not isinstance(key, str) \
             or not isinstance(cls, type) or not hasattr(cls, "__dataclass_fields__"):
         return ""
-    import difflib
-
     names = [f.name for f in fields(cls) if not f.name.startswith("_")]
+    return f"; valid keys: {', '.join(closest_first(key, names))}"
+
+
+def closest_first(key: str, names: list[str]) -> list[str]:
+    """``names`` with the (up to three) closest to a mistyped ``key`` first, the rest in their order."""
     close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
-    return f"; valid keys: {', '.join(close + [n for n in names if n not in close])}"
+    return close + [n for n in names if n not in close]

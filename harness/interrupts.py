@@ -18,6 +18,10 @@ STARTING = "interrupted: stopped by {} while starting; nothing was run"
 OUTSIDE = "interrupted: stopped by {} outside a run; finished runs keep their records"
 
 
+#: the handlers :func:`defer` replaced, by signal, while a stopped run keeps its record
+_DEFERRED: dict[int, Any] = {}
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a scheduler's time limit, ``kill``) taken as Ctrl-C is: what runs records itself
     KILLED and the sweep ends KILLED, rather than the process dying with its state half written."""
@@ -26,6 +30,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def _while_starting(signum: int, frame: Any) -> NoReturn:
+    ending()
     print(STARTING.format(signal.Signals(signum).name), file=sys.stderr, flush=True)
     raise SystemExit(128 + signum)
 
@@ -65,7 +70,42 @@ def outside_a_run(sweep: Any = None, signum: int = signal.SIGINT) -> NoReturn:
     ``--debug`` the KeyboardInterrupt is raised as it is."""
     if os.environ.get("HARNESS_DEBUG"):
         raise KeyboardInterrupt
+    ending()
     if sweep is not None:
         sweep.end("KILLED")
     print(OUTSIDE.format(signal.Signals(signum).name), file=sys.stderr, flush=True)
     raise SystemExit(128 + signum)
+
+
+def ending() -> None:
+    """The stop is taken (its record kept, its sweep about to end KILLED): a second Ctrl-C or SIGTERM while the
+    process ends is ignored, where it would raise through the sweep's last write or the interpreter's shutdown
+    (exit -2 instead of 130, or a traceback)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def defer() -> None:
+    """A run is stopping and its record is still to be kept and said: a second Ctrl-C or SIGTERM is taken as
+    "already stopping" (noted, not raised: it would cut the save short and end with the wrong line); a third
+    raises, a user who insists being obeyed (while the record goes to MLflow it names where it is kept).
+    :func:`undefer` puts the handlers back."""
+    if threading.current_thread() is not threading.main_thread() or _DEFERRED:
+        return
+    came: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        came.append(signum)
+        if len(came) > 1:
+            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        _DEFERRED[signum] = signal.signal(signum, note) or signal.SIG_DFL
+
+
+def undefer() -> None:
+    """The handlers :func:`defer` replaced, back (nothing where it replaced none)."""
+    for signum, handler in _DEFERRED.items():
+        signal.signal(signum, handler)
+    _DEFERRED.clear()

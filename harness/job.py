@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from . import interrupts
 from .config import ClockLockMode, ConfigError, conf_dir, hydra_error_line
 from .context import SweepJob, context
 from .machine.clocks import ClockLock, load_nvml, nvml_index
@@ -105,11 +106,14 @@ def run(cfg: Any = None, sweep: dict[str, Any] | None = None, quiet: bool = Fals
         line += f" | {note}"
     record.end(status, line, label)
     record.stopped_by = interrupted.signum if interrupted is not None else None
-    faults.point("job.measured")
-    hook.harness_run_recorded(run=ctx, record=record)
-    hook.harness_run_finished(run=ctx, record=record)
-    if record.stopped_by is not None:
-        hook.harness_run_stopped(run=ctx, record=record)
+    try:  # a stopped run: a second signal waits until the record is kept and said (interrupts.defer)
+        faults.point("job.measured")
+        hook.harness_run_recorded(run=ctx, record=record)
+        hook.harness_run_finished(run=ctx, record=record)
+        if record.stopped_by is not None:
+            hook.harness_run_stopped(run=ctx, record=record)
+    finally:
+        interrupts.undefer()
     return record
 
 
@@ -162,6 +166,7 @@ def _measure_locked(spec: RunSpec, record: Record) -> tuple[Outcome, Interrupted
             outcome = (_in_processes(job, spec) if runner.isolate  # the run's spec, pickled
                        else run_inline(job, copy.deepcopy(spec)))  # measure fills in the store
     except (KeyboardInterrupt, Interrupted) as exc:
+        interrupts.defer()  # until the record is kept and said (run's end)
         interrupted = exc if isinstance(exc, Interrupted) else Interrupted(getattr(exc, "signum", signal.SIGINT))
         outcome = Outcome(False, None, f"interrupted by {interrupted}")
     except Exception as exc:  # clock lock required but refused, ...

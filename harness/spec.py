@@ -70,36 +70,50 @@ def resolve_run(cfg: Any) -> RunSpec:
     for key, path in _input_files(typed).items():  # files the child would read: checked here, before any work
         check_readable(key, path)
     source = resolve(typed.model)
-    _check_the_ir_takes(source, backend)
+    if source.kind == "onnx":
+        _check_the_file(source, typed.batch, backend)
+    elif source.kind == "module":
+        _check_the_module(source, backend)
     device = resolve_device(typed.device.type.value)  # device=cuda without a GPU: one line before any work
     return RunSpec(typed, source, backend, device)
 
 
-def _check_the_ir_takes(source: ModelSource, backend: type[Backend]) -> None:
-    """An ONNX file for a backend that does not take ONNX (IOS takes the IR; PyTorch the IR's module): an operator
-    the import cannot take at all is refused here, naming its node, without reading the weights (what only the
-    import finds stays the child's). A module factory for a backend that takes only the IR: a recurrent layer,
-    which exports to an operator of its own, is refused here, naming the layer (made on the meta device)."""
-    if source.kind == "module" and "graph" in backend.forms and "module" not in backend.forms:
-        from ios_core.onnx.importer import SUPPORTED_OPS
-
-        for path, op in recurrent_layers(source.ref):
-            if op not in SUPPORTED_OPS:
-                raise ConfigError(f"backend {backend.name} cannot take {source.label}: ios_core's IR, which it needs, "
-                                  f"cannot import it: its layer {path!r} (torch.nn.{op}) exports to the ONNX "
-                                  f"operator {op!r}, which the IR does not take; run it on backend=pytorch or "
-                                  f"backend=onnxruntime")
-        return
-    if source.kind != "onnx" or "onnx" in backend.forms or not backend.forms:
-        return
+def _check_the_file(source: ModelSource, batch: int, backend: type[Backend]) -> None:
+    """An ONNX file, read once without its weights: its input as every run of it needs it (one image input, its
+    batch free or the run's, its channels and size fixed, the size asked for if one is), and, for a backend that
+    takes the IR and not ONNX, an operator the import cannot take at all, named with its node. What only the
+    import finds stays the child's."""
     import onnx
 
     from ios_core.onnx.importer import first_unsupported
 
-    why = first_unsupported(onnx.load(source.ref, load_external_data=False))
+    from .models.errors import FormError
+    from .models.onnx_io import check_input
+
+    proto = onnx.load(source.ref, load_external_data=False)
+    try:
+        check_input(proto, f"model.path={source.ref}", batch, source.image_size)
+    except FormError as exc:
+        raise ConfigError(str(exc)) from None
+    why = "onnx" not in backend.forms and bool(backend.forms) and first_unsupported(proto)
     if why:
         raise ConfigError(f"backend {backend.name} cannot take {source.label}: ios_core's IR, which it needs, cannot "
                           f"import it: {why}")
+
+
+def _check_the_module(source: ModelSource, backend: type[Backend]) -> None:
+    """A module factory for a backend that takes only the IR: a recurrent layer, which exports to an operator of
+    its own, is refused here, naming the layer (made on the meta device)."""
+    if "graph" not in backend.forms or "module" in backend.forms:
+        return
+    from ios_core.onnx.importer import SUPPORTED_OPS
+
+    for path, op in recurrent_layers(source.ref):
+        if op not in SUPPORTED_OPS:
+            raise ConfigError(f"backend {backend.name} cannot take {source.label}: ios_core's IR, which it needs, "
+                              f"cannot import it: its layer {path!r} (torch.nn.{op}) exports to the ONNX "
+                              f"operator {op!r}, which the IR does not take; run it on backend=pytorch or "
+                              f"backend=onnxruntime")
 
 
 def _missing(node: Any, key: str) -> bool:

@@ -88,6 +88,13 @@ def lstm_net():
     return RowReader()
 
 
+def wrong_width_net():
+    """A module whose classifier expects another width than its features give: its forward fails at any size."""
+    from torch import nn
+
+    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+
 def not_a_module():
     return 42
 

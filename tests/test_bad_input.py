@@ -28,6 +28,18 @@ CASES = [
      r"error: backend ios cannot take module:lstm_net: ios_core's IR, which it needs, cannot import it: its layer "
      r"'rows' \(torch.nn.LSTM\) exports to the ONNX operator 'LSTM', which the IR does not take; run it on "
      r"backend=pytorch or backend=onnxruntime", 2),
+    (["model=onnx", "model.path={dir}/symbolic.onnx"],
+     r"error: model.path=\S+/symbolic.onnx: input 'input' has symbolic sizes \(3, h, w\): export the file with a "
+     r"fixed channel count and image size", 2),
+    (["model=onnx", "model.path={dir}/whole.onnx", "model.image_size=7"],
+     r"error: model.path=\S+/whole.onnx: its input 'input' is fixed at 8x8 px, not model.image_size=7: leave "
+     r"model.image_size out, or export the file at 7 px", 2),
+    (["model=onnx", "model.path={dir}/whole.onnx", "batch=4"],
+     r"error: model.path=\S+/whole.onnx: input 'input' has batch size 1 fixed in the file; run it with batch=1, or "
+     r"export it with a dynamic batch dimension", 2),
+    (["model=module", "model.target=tests.helpers:wrong_width_net"],
+     r"error: model.target=tests.helpers:wrong_width_net: its module's forward fails on a \(1, 3, 224, 224\) "
+     r"input: RuntimeError: .+", 2),
     (["model=module", "model.target=os:getcwd"], r"error: model.target=os:getcwd returned str, not a torch.nn.Module",
      2),
     (["model=module", "model.target=nope_pkg.nets:make"], r"error: .*no module 'nope_pkg.nets' on the Python path.*",
@@ -38,6 +50,7 @@ CASES = [
     (["backend=nope"], r"error: Could not find 'backend/nope'; choose one of: .*", 2),
     (["backend.mdoe=x"], r"error: Could not override 'backend.mdoe'.: Key 'mdoe' not in 'PyTorchConfig'; valid keys: "
                          r"mode, .*", 2),
+    (["+backend.mdoe=x"], r"error: backend.mdoe is not an option of backend 'pytorch'; its options: mode, .*", 2),
     (["batch=0"], r"error: batch=0 is invalid: the batch size must be a positive integer", 2),
     (["precision=fp8"], r"error: Error merging override precision=fp8: Invalid value 'fp8', expected one of "
                         r"\[fp32, tf32, fp16, bf16\].*", 2),
@@ -49,14 +62,18 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> Path:
-    """A valid ONNX file cut short, random bytes, and a file with an operator the IR cannot take."""
+    """A valid ONNX file (its batch and size fixed), the same cut short, random bytes, a file of symbolic size, and
+    a file with an operator the IR cannot take."""
     import torch
 
     from tests.helpers import cumsum_net
 
     folder = tmp_path_factory.mktemp("inputs")
     whole = folder / "whole.onnx"
-    torch.onnx.export(torch.nn.Conv2d(3, 64, 3), (torch.zeros(1, 3, 8, 8),), str(whole), dynamo=False)
+    torch.onnx.export(torch.nn.Conv2d(3, 64, 3), (torch.zeros(1, 3, 8, 8),), str(whole), dynamo=False,
+                      input_names=["input"])
+    torch.onnx.export(torch.nn.Conv2d(3, 4, 3), (torch.zeros(1, 3, 8, 8),), str(folder / "symbolic.onnx"),
+                      dynamo=False, input_names=["input"], dynamic_axes={"input": {0: "n", 2: "h", 3: "w"}})
     (folder / "trunc.onnx").write_bytes(whole.read_bytes()[:2000])
     (folder / "random.onnx").write_bytes(os.urandom(4096))
     torch.onnx.export(cumsum_net(), (torch.zeros(1, 3, 8, 8),), str(folder / "cum.onnx"), dynamo=False,

@@ -18,10 +18,11 @@ LONG = ["model=sample", "backend=pytorch", "device=cpu", "tracking=off", "runner
         "runner.timeout_s=300"]
 
 
-def start(tmp_path: Path) -> tuple[subprocess.Popen, psutil.Process]:
+def start(tmp_path: Path, tracking: bool = False) -> tuple[subprocess.Popen, psutil.Process]:
     # SIGINT's default disposition, whatever this suite inherited: a shell starts background jobs with
     # SIGINT ignored, the child would inherit that, and Python keeps an ignored SIGINT ignored
-    proc = subprocess.Popen([sys.executable, "-m", "harness", *LONG, f"tracking.results_dir={tmp_path}"],
+    args = [a for a in LONG if a != "tracking=off" or not tracking]  # tracking: the local store, the background upload
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *args, f"tracking.results_dir={tmp_path}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
@@ -60,6 +61,21 @@ def test_interrupt_keeps_the_record_and_ends_the_child(tmp_path, sig, code):
     # the child was timing: what it had measured is kept
     assert rec["metrics"]["interrupted"] == 1.0 and rec["metrics"]["samples"] >= 1
     assert len(rec["latencies_ms"]) >= 1
+
+
+@pytest.mark.parametrize("second_after_s", [0.03, 0.05, 0.08])  # -2 (an uncaught KeyboardInterrupt) at 0.05 before
+def test_a_second_ctrl_c_while_the_run_stops_changes_nothing(tmp_path, second_after_s):
+    proc, child = start(tmp_path, tracking=True)
+    time.sleep(5)
+    os.kill(proc.pid, signal.SIGINT)
+    time.sleep(second_after_s)
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert lines[-1].startswith("interrupted: sample PyTorch bs1 fp32 cpu stopped by SIGINT")
+    records = list((tmp_path / "records").glob("**/????????????????????????????????.json"))
+    assert len(records) == 1 and json.loads(records[0].read_text())["status"] == "KILLED"
 
 
 @pytest.mark.parametrize("parent_too", [True, False])

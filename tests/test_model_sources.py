@@ -196,14 +196,15 @@ def test_an_onnx_file_with_an_operator_the_ir_cannot_take_is_refused_before_any_
     assert rec.status == "FINISHED", rec.error
 
 
-def test_a_fixed_batch_file_fails_its_job_in_one_line(bench_cfg, tmp_path):
+def test_a_fixed_batch_file_is_refused_in_one_line_before_any_work(bench_cfg, tmp_path):
     import torch
 
     path = tmp_path / "fixed.onnx"
     torch.onnx.export(torch.nn.Conv2d(3, 4, 3), (torch.zeros(1, 3, 8, 8),), str(path), dynamo=False)
-    rec = run(bench_cfg(**{"model": {"name": "onnx", "path": str(path)}, "backend.name": "onnxruntime",
-                           "batch": 4}), quiet=True)
-    assert rec.status == "FAILED" and "has batch size 1 fixed in the file; run it with batch=1" in rec.error
+    with pytest.raises(ConfigError, match=r"has batch size 1 fixed in the file; run it with batch=1"):
+        run(bench_cfg(**{"model": {"name": "onnx", "path": str(path)}, "backend.name": "onnxruntime", "batch": 4}),
+            quiet=True)
+    assert not (tmp_path / "results" / "records").exists()
 
 
 def test_a_missing_zoo_names_its_extra(monkeypatch):

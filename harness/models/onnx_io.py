@@ -41,6 +41,13 @@ def load_file(path: str, batch: int) -> Any:
         onnx.checker.check_model(model)
     except Exception as exc:  # DecodeError, ValidationError, ...
         raise FormError(f"{path}: not a valid ONNX model ({_first_line(exc)})") from None
+    check_input(model, path, batch)
+    return model
+
+
+def check_input(model: Any, path: str, batch: int, image_size: int = 0) -> None:
+    """The file's one image input, (N, C, H, W) with N free or ``batch`` and C, H, W fixed (and H, W equal to
+    ``image_size`` where one is asked for): what every run of the file needs, knowable from the file alone."""
     inputs = graph_inputs(model)
     if len(inputs) != 1:
         raise FormError(f"{path}: the harness feeds one image input; this model has {len(inputs)} "
@@ -51,7 +58,14 @@ def load_file(path: str, batch: int) -> Any:
     if dims[0].HasField("dim_value") and dims[0].dim_value not in (0, batch):
         raise FormError(f"{path}: input {inputs[0].name!r} has batch size {dims[0].dim_value} fixed in the file; "
                         f"run it with batch={dims[0].dim_value}, or export it with a dynamic batch dimension")
-    return model
+    try:
+        _, h, w = input_shape(model)
+    except FormError as exc:
+        raise FormError(f"{path}: {exc}") from None
+    if image_size and (h, w) != (image_size, image_size):
+        raise FormError(f"{path}: its input {inputs[0].name!r} is fixed at {h}x{w} px, not "
+                        f"model.image_size={image_size}: leave model.image_size out, or export the file at "
+                        f"{image_size} px")
 
 
 def input_shape(model: Any) -> tuple[int, int, int]:
@@ -59,7 +73,8 @@ def input_shape(model: Any) -> tuple[int, int, int]:
     value = graph_inputs(model)[0]
     dims = value.type.tensor_type.shape.dim[1:]
     if not all(d.HasField("dim_value") and d.dim_value > 0 for d in dims):
-        raise FormError(f"input {value.name!r} has symbolic sizes ({', '.join(d.dim_param or '?' for d in dims)}): "
+        named = ", ".join(d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?") for d in dims)
+        raise FormError(f"input {value.name!r} has symbolic sizes ({named}): "
                         f"export the file with a fixed channel count and image size")
     c, h, w = (int(d.dim_value) for d in dims)
     return c, h, w

@@ -9,7 +9,7 @@ import importlib.util
 import sys
 import types
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from ios_core.errors import UserError
 
@@ -158,9 +158,10 @@ def recurrent_layers(target: str) -> list[tuple[str, str]]:
 
 def check_on_meta(kind: str, ref: str, image_size: int) -> str | None:
     """What is wrong with the model, found in the parent without building its weights: the module made on the
-    meta device and run there at its input size. A factory that returns no ``nn.Module``, or a size too small
-    (with the smallest that works), is the answer; None where nothing is, or where the meta device cannot tell
-    (a factory that loads weights, an operator without a meta kernel): the measuring process finds those."""
+    meta device and run there at its input size. A factory that returns no ``nn.Module``, a size too small (with
+    the smallest that works), or a factory's forward that fails at every size (its error) is the answer; None
+    where nothing is, or where the meta device cannot tell (a factory that loads weights, an operator without a
+    meta kernel, a value read from a tensor): the measuring process finds those."""
     import torch
 
     build = {"timm": _timm, "torchvision": _torchvision}.get(kind, _factory)
@@ -171,28 +172,41 @@ def check_on_meta(kind: str, ref: str, image_size: int) -> str | None:
         return str(exc)
     except Exception:  # noqa: BLE001 - the meta device cannot tell; the measuring process will
         return None
-    if not image_size or _runs_on_meta(module, shape):
+    error = _meta_error(module, shape)
+    if error is None:
         return None
     with torch.device("meta"):  # the model's own size: its config's, no weights
         default = DEFAULT_SIZE if kind == "module" else build(ref, 0)[1][1]
-    if default <= image_size or not _runs_on_meta(module, (shape[0], default, default)):
-        return None  # it fails at its own size too: nothing the size explains
+    if not image_size or default <= image_size or _meta_error(module, (shape[0], default, default)) is not None:
+        return _forward_fails(ref, shape, error) if kind == "module" else None  # nothing the size explains
     lo, hi = image_size, default  # fails at lo, runs at hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _runs_on_meta(module, (shape[0], mid, mid)) else (mid, hi)
+        lo, hi = (lo, mid) if _meta_error(module, (shape[0], mid, mid)) is None else (mid, hi)
     return f"model.image_size={image_size} is too small for {ref}: the smallest input it runs at is {hi} px"
 
 
-def _runs_on_meta(module: Any, shape: tuple[int, int, int]) -> bool:
+def _meta_error(module: Any, shape: tuple[int, int, int]) -> Exception | None:
+    """The module's forward on a meta input of ``(1, *shape)``: None where it runs, else its exception."""
     import torch
 
     try:
         with torch.no_grad():
             module.eval()(torch.empty(1, *shape, device="meta"))
-        return True
-    except Exception:  # noqa: BLE001 - a shape error (or an operator the meta device lacks: checked by the caller)
-        return False
+        return None
+    except Exception as exc:  # noqa: BLE001 - a shape error, or something the meta device cannot do
+        return exc
+
+
+def _forward_fails(ref: str, shape: tuple[int, int, int], error: Exception) -> str | None:
+    """A factory's forward that fails on the meta device for a reason of its own (a shape error: a layer of the
+    wrong width), in one line; None where the meta device is what failed (no meta kernel, a tensor's value read,
+    a copy to another device), which the measuring process must then try."""
+    text = str(error).strip()
+    if isinstance(error, NotImplementedError) or "meta" in text.lower() or not text:
+        return None
+    return (f"model.target={ref}: its module's forward fails on a (1, {', '.join(map(str, shape))}) input: "
+            f"{type(error).__name__}: {text.splitlines()[0][:200]}")
 
 
 @cache
@@ -216,12 +230,16 @@ def _first_output_class() -> type:
 
 def calibrate(module: Any, shape: tuple[int, int, int], seed: int) -> None:
     """Running statistics of every BatchNorm from a few batches of seeded random input (the cumulative mean,
-    not the default momentum), the rest of the module staying in eval mode. Random-init statistics (mean 0,
-    variance 1) let activations grow or vanish through a deep network until the output no longer depends on
-    the input."""
+    not the default momentum), the rest of the module staying in eval mode; then each channel's mean folded
+    into its variance (mean 0, variance the mean square), so that a BatchNorm scales its input and no longer
+    centres it. Random-init statistics (mean 0, variance 1) let activations grow or vanish through a deep
+    network until the output no longer depends on the input; centring every layer decorrelates nearby inputs
+    layer by layer until the network is chaotic and amplifies every backend's rounding alike (issue 58; the
+    numbers, model by model, are in BENCHMARKS.md)."""
     import torch
 
-    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    norms = [m for m in module.modules()
+             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_var is not None]
     if not norms:
         return
     gen = torch.Generator().manual_seed(seed + 7)
@@ -232,5 +250,8 @@ def calibrate(module: Any, shape: tuple[int, int, int], seed: int) -> None:
     with torch.no_grad():
         for _ in range(CALIBRATION_BATCHES):
             module(torch.randn((2, *shape), generator=gen))
-    for m in norms:
-        m.eval()
+        for m in norms:
+            m.eval()
+            mean, var = cast(torch.Tensor, m.running_mean), cast(torch.Tensor, m.running_var)
+            var += mean ** 2
+            mean.zero_()
