@@ -26,7 +26,7 @@ HEAD = """harness: the same CNNs on many inference backends, one measurement pro
   python -m harness -m hydra/launcher=loadaware ...   jobs at once; each GPU measures for one job at a time
   python -m harness -m +experiment=schedules     a study of the IOS paper (see conf/experiment/)
   python -m harness.report schedules             that study's tables, plots and HTML page
-  python -m harness.report --compare A B         two sweeps job by job, with CIs and a verdict
+  python -m harness.report --compare A B         two sweeps, studies or runs, with CIs and a verdict
   python -m harness --list-backends              which backends can run on this machine, and why not
   python -m harness --list-models [timm|torchvision] [PATTERN]    the zoo's models; a source's names
   python -m harness --debug ...                  full tracebacks instead of one-line errors

@@ -396,7 +396,11 @@ def test_the_report_has_a_usage_table_for_runs_that_measured_memory_and_energy()
         return Run({"status": "FINISHED", "label": label, "config": {"model": {"name": "m"}, "batch": 1},
                     "metrics": {"latency_median_ms": 1.0, **metrics}}, ["model=m", "batch=1"])
 
-    assert usage_table([run("PyTorch", {"memory_peak_rss_mb": 300.0})]) is None  # CPU runs: no table
+    assert usage_table([run("PyTorch", {"latency_mean_ms": 1.0})]) is None  # nothing measured: no table
+    cpu = usage_table([run("PyTorch", {"memory_peak_rss_mb": 300.0})])  # a CPU run: its RSS, no energy
+    assert cpu is not None and cpu.text("m PyTorch bs1", "peak memory MB") == "300.000"
+    assert cpu.text("m PyTorch bs1", "memory read from") == "the measuring process's peak RSS (CPU)"
+    assert cpu.text("m PyTorch bs1", "energy mJ / inference") == "-"
     t = usage_table([run("IOS-Both", {"memory_peak_mb": 512.0, "memory_peak_torch_mb": 512.0,
                                       "energy_per_inference_mj": 12.5, "power_mean_w": 250.0}),
                      run("ORT", {"memory_peak_mb": 900.0, "memory_used_nvml_mb": 900.0}),
@@ -436,3 +440,25 @@ def test_compare_two_single_runs_by_id_prefix_or_latest_and_fail_on_a_slowdown(t
     assert "slower: sample PyTorch bs1 fp32 cpu: 20.0% beyond the noise" in out.err
     assert main(["--compare", "a1b2c", "latest", "--results-dir", str(tmp_path)]) == 2  # too short a prefix
     assert "no sweep, study or run named 'a1b2c'" in capsys.readouterr().err
+
+
+def test_a_noisy_latency_never_gets_an_interval_below_zero_in_the_csv_or_the_batch_plot(monkeypatch):
+    """A CI wider than the median (the half-width 150% of it) is cut at zero: the CSV's ci_low and the error bar
+    of the batch-size plot, which drew it down to -0.5 ms before."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    from harness.report import plots
+    from harness.report.tables import Table
+
+    t = Table("latency, ms: batch", "batch", ["1", "8"], ["IOS"], cells={("1", "IOS"): 1.0, ("8", "IOS"): 4.0},
+              ci={("1", "IOS"): 1.5, ("8", "IOS"): 0.1}, geomean=False)
+    frame = t.frame()
+    assert list(frame["ci_low"]) == [0.0, pytest.approx(3.6)] and list(frame["ci_high"]) == [2.5, pytest.approx(4.4)]
+    drawn = []
+    real = Axes.errorbar
+    monkeypatch.setattr(Axes, "errorbar", lambda ax, x, y, yerr=None, **kw: drawn.append((y, yerr)) or real(
+        ax, x, y, yerr=yerr, **kw))
+    plots.lines(t)
+    (ys, (below, above)), = drawn
+    assert [y - b for y, b in zip(ys, below)] == [0.0, pytest.approx(3.6)] and above[0] == 1.5

@@ -104,11 +104,12 @@ def lines(values: Table) -> tuple[bytes, str]:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for col in values.cols:
-        pts = [(float(r), v, v * values.ci.get((r, col), 0.0)) for r in values.rows
+        pts = [(float(r), v, values.interval(col, v, values.ci.get((r, col))) or (v, v)) for r in values.rows
                if isinstance(v := values.cells.get((r, col)), float)]
         if pts:
-            xs, ys, errs = zip(*pts)
-            ax.errorbar(xs, ys, yerr=errs if any(errs) else None, marker="o", label=col, capsize=3)
+            xs, ys, bounds = zip(*pts)
+            errs = [[y - lo for y, (lo, _) in zip(ys, bounds)], [hi - y for y, (_, hi) in zip(ys, bounds)]]
+            ax.errorbar(xs, ys, yerr=errs if any(map(any, errs)) else None, marker="o", label=col, capsize=3)
     ax.set_xscale("log", base=2)
     ax.set_xlabel(values.row_name)
     ax.set_ylabel(values.title.split(": ", 1)[-1])

@@ -52,10 +52,10 @@ class Table:
 
     def interval(self, col: str, v: float, ci: float | None) -> tuple[float, float] | None:
         """The 95% CI of the number ``v`` in ``col``: on the log scale for a ratio (asymmetric, never below
-        zero), else ``v`` -+ its relative half-width."""
+        zero), else ``v`` -+ its relative half-width, cut at zero (a latency or a rate is never negative)."""
         if ci is None or not math.isfinite(ci):
             return None
-        return ratio_interval(v, ci) if self.is_ratio(col) else (v * (1 - ci), v * (1 + ci))
+        return ratio_interval(v, ci) if self.is_ratio(col) else (max(0.0, v * (1 - ci)), v * (1 + ci))
 
     def _number(self, col: str, v: float, ci: float | None) -> str:
         suffix = self.suffix or ("x" if col in self.ratio_cols else "")
@@ -396,19 +396,26 @@ USAGE = {"peak memory MB": "memory_peak_mb", "energy mJ / inference": "energy_pe
          "mean power W": "power_mean_w"}
 
 
+#: a CPU run's memory: the measuring process's peak resident set (model, weights, runtime and all)
+RSS = "memory_peak_rss_mb"
+
+
 def usage_table(runs: list[Run]) -> Table | None:
-    """Peak device memory, energy per inference and mean power of each finished job, where the runs measured
-    them (GPU runs: NVML and PyTorch's allocator); None for a sweep without them (CPU runs)."""
-    measured = [r for r in runs if any(r.metric(m) is not None for m in USAGE.values())]
+    """Peak memory, energy per inference and mean power of each finished job, where the runs measured them
+    (GPU runs: NVML and PyTorch's allocator; CPU runs: the measuring process's peak RSS, no energy); None for
+    a sweep without any."""
+    measured = [r for r in runs if any(r.metric(m) is not None for m in (*USAGE.values(), RSS))]
     if not measured:
         return None
-    t = Table("what each job used (GPU memory, energy of the timed calls)", "job", [], [*USAGE, "memory read from"],
+    t = Table("what each job used (memory, energy of the timed calls)", "job", [], [*USAGE, "memory read from"],
               digits=3, geomean=False)
     for run in measured:
         name = f"{run.value('model')} {run.label} bs{run.value('batch')}"
         t.rows.append(name)
         for col, key in USAGE.items():
             v = run.metric(key)
+            if v is None and key == USAGE["peak memory MB"]:
+                v = run.metric(RSS)
             t.cells[(name, col)] = v if v is not None else "-"
         t.cells[(name, "memory read from")] = memory_source(run)
     return t
@@ -418,8 +425,11 @@ def memory_source(run: Run) -> str:
     """Where a run's peak memory came from (:data:`~harness.machine.usage.MEMORY_SOURCES`, in the meter's order):
     XLA's plan for one call, a backend's own allocator's peak (JAX's, since its process began: its compile's
     included), PyTorch's allocator's; NVML's used memory is the whole GPU's, pools a framework reserves up front
-    included (JAX takes 75% of the GPU when it starts)."""
-    return next((what for key, what in MEMORY_SOURCES.items() if run.metric(key) is not None), "-")
+    included (JAX takes 75% of the GPU when it starts); on the CPU the measuring process's peak RSS."""
+    found = next((what for key, what in MEMORY_SOURCES.items() if run.metric(key) is not None), None)
+    if found is None and run.metric("memory_peak_mb") is None and run.metric(RSS) is not None:
+        return "the measuring process's peak RSS (CPU)"
+    return found or "-"
 
 
 #: the environment a report shows, as the records tag it: (what, the tags that can hold it, first found)
