@@ -33,6 +33,19 @@ def test_a_mis_laid_out_input_fails_the_check(model):
         assert rel > TOLERANCE["fp32"] * 10
 
 
+@pytest.mark.parametrize("model", ZOO)
+def test_a_dropped_operator_fails_the_check(model):
+    """A backend that lost one operator (the middle activation of the graph run as identity) errs far beyond the
+    fp16 tolerance on every zoo model."""
+    g = build_model(model, **SMALL[model])
+    x = seeded_input(g, 2, 0)
+    ref = reference_forward(g, x)
+    acts = [n for n in g.nodes() if getattr(n, "act", "identity") != "identity"]
+    acts[len(acts) // 2].act = "identity"
+    _, rel = relative_error(reference_forward(g, x), ref)
+    assert rel > 3 * TOLERANCE["fp16"], f"{model}: a dropped activation passes the check (relative error {rel:.2g})"
+
+
 def test_onnx_model_that_cannot_see_its_input_is_warned_about(bench_cfg, tmp_path):
     import harness
     from ios_core.onnx import export_onnx
