@@ -90,8 +90,11 @@ def plugin_manager() -> pluggy.PluginManager:
 def backends() -> dict[str, type[Backend]]:
     found: dict[str, type[Backend]] = {}
     owner: dict[str, str] = {}
-    for impl in plugin_manager().hook.harness_backends.get_hookimpls():
-        provided = impl.function() or []
+    pm = plugin_manager()
+    impls = pm.hook.harness_backends.get_hookimpls()
+    for impl in impls:  # through pluggy's hook caller, one plugin at a time: an error names the plugin
+        others = [other.plugin for other in impls if other is not impl]
+        provided = next(iter(pm.subset_hook_caller("harness_backends", remove_plugins=others)()), None) or []
         if not isinstance(provided, (list, tuple)):
             raise BackendError(f"plugin {impl.plugin_name!r}: harness_backends() must return a list of Backend "
                                f"classes, not {provided!r}")

@@ -160,3 +160,20 @@ def test_mlflow_is_a_plugin_a_user_can_leave_out(tmp_path):
     assert done.stdout.split() == ["FINISHED", "True"], done.stderr[-2000:]
     assert len(list((tmp_path / "records" / "pending").glob("*.json"))) == 1
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_backends_are_asked_for_through_pluggys_hook_caller():
+    """A hook-call monitor (pluggy's tracing) sees every plugin's harness_backends call: the backend contract
+    goes through the hook caller, not around it."""
+    seen: list[str] = []
+    undo = plugins.plugin_manager().add_hookcall_monitoring(
+        lambda name, impls, kwargs: seen.extend(i.plugin_name for i in impls if name == "harness_backends"),
+        lambda outcome, name, impls, kwargs: None)
+    plugins.backends.cache_clear()
+    try:
+        found = plugins.backends()
+    finally:
+        undo()
+        plugins.backends.cache_clear()
+    assert {"pytorch", "ios", "test_crash"} <= set(found)
+    assert {"tests.fake_backends"} <= set(seen) and len(seen) == len(set(seen)) >= 3
