@@ -462,3 +462,22 @@ def test_a_noisy_latency_never_gets_an_interval_below_zero_in_the_csv_or_the_bat
     plots.lines(t)
     (ys, (below, above)), = drawn
     assert [y - b for y, b in zip(ys, below)] == [0.0, pytest.approx(3.6)] and above[0] == 1.5
+
+
+def test_a_cells_interval_is_the_medians_own_order_statistic_bounds_in_the_csv():
+    """The CI of a median is asymmetric (order statistics): the CSV carries the run's own bounds, inverted for
+    images/s, not the median -+ a symmetric half-width."""
+    from harness.report.runs import Run
+    from harness.report.tables import Table
+
+    run = Run({"status": "FINISHED", "label": "PyTorch", "config": {"model": {"name": "m"}, "batch": 1},
+               "metrics": {"latency_median_ms": 1.0, "latency_ci_low_ms": 0.9, "latency_ci_high_ms": 1.3,
+                           "latency_ci_rel_halfwidth": 0.2, "samples": 50.0}}, ["model=m", "batch=1"])
+    t = Table("t", "job", ["ms", "ips"], ["PyTorch"], cells={("ms", "PyTorch"): 1.0, ("ips", "PyTorch"): 1000.0},
+              geomean=False)
+    t.mark(("ms", "PyTorch"), run)
+    t.mark(("ips", "PyTorch"), run, rate=True)
+    frame = t.frame().set_index("job")
+    assert (frame.loc["ms", "ci_low"], frame.loc["ms", "ci_high"]) == (pytest.approx(0.9), pytest.approx(1.3))
+    assert (frame.loc["ips", "ci_low"], frame.loc["ips", "ci_high"]) == (pytest.approx(1000 / 1.3),
+                                                                         pytest.approx(1000 / 0.9))

@@ -104,7 +104,7 @@ def lines(values: Table) -> tuple[bytes, str]:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for col in values.cols:
-        pts = [(float(r), v, values.interval(col, v, values.ci.get((r, col))) or (v, v)) for r in values.rows
+        pts = [(float(r), v, values.interval(col, v, values.ci.get((r, col)), (r, col)) or (v, v)) for r in values.rows
                if isinstance(v := values.cells.get((r, col)), float)]
         if pts:
             xs, ys, bounds = zip(*pts)

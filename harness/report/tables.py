@@ -39,6 +39,8 @@ class Table:
     ratios: bool = False  # every column holds ratios (speed-ups): their CIs are intervals on the log scale
     ratio_cols: tuple[str, ...] = ()  # the columns that do where the others do not (shown with an "x")
     samples: dict[tuple[str, str], float] = field(default_factory=dict)  # the samples behind a cell's number
+    #: a cell's 95% CI as factors of its number (low, high), where the run's own order statistics give them
+    bounds: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     def is_ratio(self, col: str) -> bool:
         return self.ratios or col in self.ratio_cols
@@ -50,12 +52,19 @@ class Table:
         return self._number(col, v, self.ci.get((row, col))) + (
             f" ({', '.join(self.flags[(row, col)])})" if self.flags.get((row, col)) else "")
 
-    def interval(self, col: str, v: float, ci: float | None) -> tuple[float, float] | None:
+    def interval(self, col: str, v: float, ci: float | None,
+                 cell: tuple[str, str] | None = None) -> tuple[float, float] | None:
         """The 95% CI of the number ``v`` in ``col``: on the log scale for a ratio (asymmetric, never below
-        zero), else ``v`` -+ its relative half-width, cut at zero (a latency or a rate is never negative)."""
+        zero); else the order statistics' own bounds where ``cell`` has them, or ``v`` -+ its relative
+        half-width cut at zero (a latency or a rate is never negative)."""
         if ci is None or not math.isfinite(ci):
             return None
-        return ratio_interval(v, ci) if self.is_ratio(col) else (max(0.0, v * (1 - ci)), v * (1 + ci))
+        if self.is_ratio(col):
+            return ratio_interval(v, ci)
+        if cell in self.bounds:
+            low, high = self.bounds[cell]
+            return v * low, v * high
+        return max(0.0, v * (1 - ci)), v * (1 + ci)
 
     def _number(self, col: str, v: float, ci: float | None) -> str:
         suffix = self.suffix or ("x" if col in self.ratio_cols else "")
@@ -67,11 +76,14 @@ class Table:
             return out + f" [{lo:.{self.digits}f}, {hi:.{self.digits}f}]"
         return out + f" ±{100 * ci:.1f}%"
 
-    def mark(self, cell: tuple[str, str], run: Run) -> None:
-        """Give ``cell`` (holding ``run``'s median or its images/s) the run's CI and quality flags."""
+    def mark(self, cell: tuple[str, str], run: Run, rate: bool = False) -> None:
+        """Give ``cell`` (holding ``run``'s median, or its images/s: ``rate``) the run's CI and quality flags."""
         ci = run.metric("latency_ci_rel_halfwidth")
         if ci is not None and math.isfinite(ci):  # too few samples: none
             self.ci[cell] = ci
+        median, low, high = (run.metric(f"latency_{k}_ms") for k in ("median", "ci_low", "ci_high"))
+        if median and low is not None and high is not None and low > 0 and (run.metric("processes") or 1) <= 1:
+            self.bounds[cell] = (median / high, median / low) if rate else (low / median, high / median)
         samples = run.metric("samples")
         if samples is not None:
             self.samples[cell] = samples
@@ -127,7 +139,7 @@ class Table:
             for c in self.cols:
                 v = self.cells.get((r, c), "missing")
                 number = isinstance(v, float)
-                bounds = self.interval(c, v, self.ci.get((r, c))) if isinstance(v, float) else None
+                bounds = self.interval(c, v, self.ci.get((r, c)), (r, c)) if isinstance(v, float) else None
                 lines.append({self.row_name: r, "column": c, "value": v if number else math.nan,
                               "ci_low": bounds[0] if bounds else math.nan, "ci_high": bounds[1] if bounds else math.nan,
                               "samples": self.samples.get((r, c), math.nan),
@@ -239,7 +251,7 @@ def value_table(runs: list[Run], layout: Layout, title: str) -> Table:
         v, cell = run.metric(name), (run.value(layout.rows), column(run, runs, layout))
         t.cells[cell] = v if v is not None else run.reason
         if v is not None and layout.metric in ("latency", "throughput"):  # images/s share the median's CI
-            t.mark(cell, run)
+            t.mark(cell, run, rate=layout.metric == "throughput")
     return t
 
 
