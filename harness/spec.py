@@ -15,7 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 from .backend import Backend
 from .config import BenchConfig, ConfigError, check_readable, default_backend, validate
 from .machine.environment import resolve_device
-from .models import ModelSource, resolve
+from .models import FormError, ModelSource, resolve
+from .models.onnx_io import check_input
 from .models.zoos import recurrent_layers
 from .plugins import get_backend
 
@@ -86,9 +87,6 @@ def _check_the_file(source: ModelSource, batch: int, backend: type[Backend]) -> 
     import onnx
 
     from ios_core.onnx.importer import first_unsupported
-
-    from .models.errors import FormError
-    from .models.onnx_io import check_input
 
     proto = onnx.load(source.ref, load_external_data=False)
     try:
