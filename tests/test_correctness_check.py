@@ -110,7 +110,7 @@ def test_timms_inception_models_are_calibrated_well_conditioned_and_a_wrong_back
 
     import torch
 
-    from harness.measure.protocol import PRECISION_MARGIN, TOLERANCE_CEILING
+    from harness.measure.protocol import conditioned
     from harness.models import ModelSource
     from harness.models.model import Model
 
@@ -121,7 +121,7 @@ def test_timms_inception_models_are_calibrated_well_conditioned_and_a_wrong_back
     ref = model.reference(x)
     honest = relative_error(model.in_precision(x, "fp16"), ref)[1]
     assert honest < TOLERANCE["fp16"]
-    allowed = max(TOLERANCE["fp16"], min(PRECISION_MARGIN * honest, TOLERANCE_CEILING))  # as the check computes it
+    allowed = conditioned(TOLERANCE["fp16"], honest)  # as the check computes it
     module = model.module().eval()
     with torch.no_grad():
         wrong = {what: module(torch.from_numpy(bad)).double().numpy() for what, bad in mangled(x).items()}

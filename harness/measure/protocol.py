@@ -348,6 +348,12 @@ def _conditioned_tolerance(p: _Prepared, k: int, ref: np.ndarray, precision: str
         return tol
     error = relative_error(honest, ref)[1]
     metrics["check_precision_error"] = error
+    return conditioned(tol, error)
+
+
+def conditioned(tol: float, error: float) -> float:
+    """The tolerance a check allows where the model evaluated in the precision on the CPU errs by ``error``:
+    ``PRECISION_MARGIN`` times that, never below the fixed ``tol`` nor above ``TOLERANCE_CEILING``."""
     return max(tol, min(PRECISION_MARGIN * error, TOLERANCE_CEILING))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ios_core.cost.opprofile import from_csv
 
-from ..machine.usage import MEMORY_SOURCES
+from ..machine.usage import MEMORY_SOURCES, peak_memory_mb
 from ..models import MODEL_KEYS
 from ..multirun.sweep_table import normal_baseline
 from ..plugins import label_options
@@ -408,15 +408,11 @@ USAGE = {"peak memory MB": "memory_peak_mb", "energy mJ / inference": "energy_pe
          "mean power W": "power_mean_w"}
 
 
-#: a CPU run's memory: the measuring process's peak resident set (model, weights, runtime and all)
-RSS = "memory_peak_rss_mb"
-
-
 def usage_table(runs: list[Run]) -> Table | None:
     """Peak memory, energy per inference and mean power of each finished job, where the runs measured them
     (GPU runs: NVML and PyTorch's allocator; CPU runs: the measuring process's peak RSS, no energy); None for
     a sweep without any."""
-    measured = [r for r in runs if any(r.metric(m) is not None for m in (*USAGE.values(), RSS))]
+    measured = [r for r in runs if any(r.metric(m) is not None for m in USAGE.values()) or _peak_memory(r) is not None]
     if not measured:
         return None
     t = Table("what each job used (memory, energy of the timed calls)", "job", [], [*USAGE, "memory read from"],
@@ -425,9 +421,7 @@ def usage_table(runs: list[Run]) -> Table | None:
         name = f"{run.value('model')} {run.label} bs{run.value('batch')}"
         t.rows.append(name)
         for col, key in USAGE.items():
-            v = run.metric(key)
-            if v is None and key == USAGE["peak memory MB"]:
-                v = run.metric(RSS)
+            v = _peak_memory(run) if key == USAGE["peak memory MB"] else run.metric(key)
             t.cells[(name, col)] = v if v is not None else "-"
         t.cells[(name, "memory read from")] = memory_source(run)
     return t
@@ -439,9 +433,14 @@ def memory_source(run: Run) -> str:
     included), PyTorch's allocator's; NVML's used memory is the whole GPU's, pools a framework reserves up front
     included (JAX takes 75% of the GPU when it starts); on the CPU the measuring process's peak RSS."""
     found = next((what for key, what in MEMORY_SOURCES.items() if run.metric(key) is not None), None)
-    if found is None and run.metric("memory_peak_mb") is None and run.metric(RSS) is not None:
+    if found is None and run.metric("memory_peak_mb") is None and _peak_memory(run) is not None:
         return "the measuring process's peak RSS (CPU)"
     return found or "-"
+
+
+def _peak_memory(run: Run) -> float | None:
+    """A finished run's peak memory as its summary line says it (:func:`~harness.machine.usage.peak_memory_mb`)."""
+    return peak_memory_mb(run.record.get("metrics") or {}) if run.status == "FINISHED" else None
 
 
 #: the environment a report shows, as the records tag it: (what, the tags that can hold it, first found)
