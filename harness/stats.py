@@ -4,7 +4,9 @@ counted but never dropped; a ratio's interval on the log scale (asymmetric, neve
 
 from __future__ import annotations
 
+import importlib
 import math
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -28,18 +30,40 @@ def percentile_name(p: float) -> str:
     return f"latency_p{float(p):g}_ms".replace(".", "_")
 
 
+def special():
+    """scipy's special functions, imported on first use (0.2 s that ``--help`` need not pay; scipy.stats would
+    be 0.6 s more). :func:`prime` imports them before a measurement times anything."""
+    return importlib.import_module("scipy.special")
+
+
+def prime() -> None:
+    """Import what the CIs need now, so that the first stopping-rule check between timed iterations is not an
+    import."""
+    _order_rank(MIN_CI_SAMPLES, CONFIDENCE)
+
+
+@cache
+def _order_rank(n: int, confidence: float) -> int:
+    """The rank k (1-based) of the median CI's lower order statistic among ``n`` samples: Binomial(n, 1/2)'s
+    ``(1 - confidence) / 2`` quantile (the smallest k whose CDF reaches it, as ``binom.ppf``), at least 1."""
+    cdf = special().bdtr(np.arange(n + 1), n, 0.5)
+    return max(int(np.searchsorted(cdf, (1 - confidence) / 2)), 1)
+
+
+def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
+    """Student's t two-sided ``confidence`` quantile with ``df`` degrees of freedom."""
+    return float(special().stdtrit(df, (1 + confidence) / 2))
+
+
 def median_ci(samples: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """The exact distribution-free CI of the median: the order statistics whose ranks Binomial(n, 1/2)
     puts ``confidence`` between (coverage at least ``confidence``); NaN for fewer than
     :data:`MIN_CI_SAMPLES` samples, whose min..max covers less."""
-    from scipy import stats as sps  # on first use: 0.6 s of import that --help need not pay
-
     x = np.sort(np.asarray(samples, dtype=np.float64))
     n = len(x)
     if n < MIN_CI_SAMPLES:
         return (math.nan, math.nan)
-    k = int(sps.binom.ppf((1 - confidence) / 2, n, 0.5))  # P(B <= k - 1) < alpha/2: ranks k and n - k + 1
-    k = max(k, 1)
+    k = _order_rank(n, confidence)  # P(B <= k - 1) < alpha/2: ranks k and n - k + 1
     return float(x[k - 1]), float(x[n - k])
 
 
@@ -169,9 +193,7 @@ def between_processes(medians_ms: list[float]) -> dict[str, float]:
     n = len(x)
     med = float(np.median(x))
     sd = float(x.std(ddof=1)) if n > 1 else 0.0
-    from scipy import stats as sps
-
-    t = float(sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)) if n > 1 else math.inf
+    t = t_quantile(n - 1) if n > 1 else math.inf
     return {"latency_median_ms": med, "processes": float(n),
             "latency_process_cv": sd / float(x.mean()) if x.mean() > 0 else 0.0,
             "latency_process_min_ms": float(x.min()), "latency_process_max_ms": float(x.max()),

@@ -137,7 +137,9 @@ def test_quick_preset_end_to_end(tmp_path, preset):
     assert state["study"] == preset and state["status"] in ("FINISHED", "FAILED")
     pngs = sorted(folder.glob("*.png"))
     assert pngs and all(_png_has_content(p) for p in pngs), pngs
-    assert page.count("data:image/png;base64,") == len(pngs) and "<table>" in page
+    assert page.count("data:image/png;base64,") == len(pngs) and '<table class="results">' in page
+    assert [t["csv"] for t in json.loads((folder / "tables.json").read_text())] == \
+        [f"table{i + 1}.csv" for i in range(len(list(folder.glob("table*.csv"))))]
     assert len((folder / "summary.txt").read_text().strip().splitlines()) >= 2
     layout = LAYOUTS[preset]
     if preset == "frameworks":  # every backend has a number or its reason; none dropped
@@ -287,6 +289,10 @@ def test_report_cells_carry_the_ci_and_flags_and_a_speedup_says_when_it_is_not_s
     ort = frame[frame.column == "ORT"].iloc[0]
     assert ort.value == 2.0 and ort.ci_low == pytest.approx(1.3423, abs=1e-4) and ort["flags"] == "noisy"
     assert frame.value.dtype == float and frame.ci_high.dtype == float
+    as_json = json.loads(json.dumps(speed.json()))  # the same cells for programs that read JSON (tables.json)
+    cell = next(c for c in as_json["rows"] if c["column"] == "ORT")
+    assert cell["value"] == 2.0 and cell["ci_low"] == pytest.approx(1.3423, abs=1e-4) and cell["flags"] == "noisy"
+    assert as_json["title"] == speed.title and next(c for c in as_json["rows"] if c["column"] == "PyTorch")
 
 
 def test_a_smoke_test_is_never_a_side_of_a_speedup_nor_in_a_geomean():

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from harness.stats import median_ci, summarize
+from harness.stats import _order_rank, median_ci, summarize, t_quantile
 
 
 def test_summary_numbers():
@@ -34,6 +34,18 @@ def test_median_ci_contains_median_and_shrinks():
     assert (bhi - blo) < (hi - lo) / 5
     # exact order statistics: ranks 40 and 61 of 100 (Binomial(100, 1/2) puts 96.5% between them)
     assert median_ci(np.arange(100.0)) == (39.0, 60.0)
+
+
+def test_quantiles_from_scipys_special_functions_match_scipy_stats():
+    """The order-statistic rank and t quantile come from scipy.special (a third of scipy.stats' import, which
+    otherwise lands in the first stopping-rule check of a run): the same numbers as binom.ppf and t.ppf."""
+    from scipy import stats
+
+    for n in (6, 9, 16, 17, 100, 1001, 20000):
+        for confidence in (0.9, 0.95, 0.99):
+            assert _order_rank(n, confidence) == max(int(stats.binom.ppf((1 - confidence) / 2, n, 0.5)), 1)
+    for df in (1, 2, 4, 9, 30, 1000):
+        assert t_quantile(df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-12)
 
 
 def test_too_few_samples_have_no_ci_and_are_smoke_tests():

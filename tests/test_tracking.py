@@ -265,6 +265,12 @@ def test_a_single_run_returns_with_its_record_on_disk_and_a_detached_upload_logs
     record = json.loads((results / "records" / f"{made}.json").read_text())
     client = mlflow.tracking.MlflowClient(f"sqlite:///{results}/mlflow.db")
     assert client.get_run(record["mlflow_run_id"]).data.tags["harness.record_id"] == made
+    ui = f"runs: mlflow ui --backend-store-uri sqlite:///{results}/mlflow.db  then  http://127.0.0.1:5000/"
+    assert f"{ui}\n" in out.stdout  # the folder's first run: the UI's home (no experiment id known yet)
+    again = subprocess.run(cmd, capture_output=True, text=True)  # then the runs page, not the GenAI overview
+    exp_id = client.get_experiment_by_name("harness").experiment_id
+    assert f"{ui}#/experiments/{exp_id}/runs?workflowType=machine_learning&viewStateShareKey=harness\n" in again.stdout
+    assert background.wait(results) == []
     # a store it cannot write: the command still returns 0 at once; the next run in the folder says what failed
     if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(results / "mlflow.db")],
                                                         capture_output=True).returncode != 0:

@@ -9,7 +9,7 @@ import sys
 from ..context import RunContext
 from ..hookspecs import hookimpl
 from ..records.record import Record
-from ..records.tracking import records_dir
+from ..records.tracking import known_experiment, mlflow_available, records_dir, runs_link, store_of
 
 
 @hookimpl(tryfirst=True)
@@ -27,6 +27,9 @@ def harness_run_finished(run: RunContext, record: Record) -> None:
     print(record.summary, file=sys.stdout if ok else sys.stderr, flush=True)
     if ok:
         print(stats_line(record, run.results_dir, delivering=run.sends_now(record)), flush=True)
+    if run.sweep is None and run.sends_now(record) and mlflow_available():  # a sweep says it once, at its end
+        uri, experiment = store_of(run.results_dir, dict(run.tracking))
+        print(runs_link(uri, known_experiment(run.results_dir, uri, experiment)), flush=True)
 
 
 @hookimpl(trylast=True)  # after the journal has ended the sweep: the last line a stopped run prints

@@ -12,7 +12,7 @@ from typing import Any
 from ..machine.leases import summary_line
 from ..machine.usage import usage_text
 from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
-from ..records.tracking import VIEW_KEY, Tracker, mlflow_available, records_dir, upload_command
+from ..records.tracking import Tracker, known_experiment, mlflow_available, records_dir, runs_link, upload_command
 from ..stats import judge_speedup
 
 
@@ -68,12 +68,6 @@ def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     return logged
 
 
-#: the experiment's runs table: MLflow 3 opens an experiment on its GenAI overview ("No data") unless
-#: the page asks for the model-training workflow (the experiment's kind tag alone does not do it), with the
-#: headline metrics as columns (the shared view the harness tags its experiments with: tracking.VIEW_TAG)
-RUNS_PAGE = f"runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
-
-
 def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
     """What to run next: the MLflow UI on the sweep's store (with the page of its runs), the upload of the
     sweep's records that could not be logged, and the report."""
@@ -81,12 +75,10 @@ def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
     lines = []
     if mlflow_available() and not untracked(state):
         uri, experiment = store_of(results_dir, state)
+        exp_id = known_experiment(results_dir, uri, experiment)
         try:
-            exp_id = Tracker(uri, experiment).experiment_id
-            ui = f"mlflow ui --backend-store-uri {uri}" if uri.startswith("sqlite:") else uri
-            page = f"#/experiments/{exp_id}/{RUNS_PAGE}"
-            lines.append(f"runs: {ui}  then  http://127.0.0.1:5000/{page}"
-                         if uri.startswith("sqlite:") else f"runs: {uri}/{page}")
+            exp_id = exp_id or Tracker(uri, experiment).experiment_id
+            lines.append(runs_link(uri, exp_id))
         except Exception:  # store down: the pending line below says what to do
             pass
         pending = [e for e in job_entries(results_dir, sweep_id, state.get("started"))

@@ -45,14 +45,46 @@ METRIC_GROUPS = (("latency", ("latency_", "gpu_latency_")),
 
 
 # Marks the experiment as model training (MLflow 3's kind tag). MLflow 3.17's UI still opens a bare
-# experiment link on its GenAI overview: the page printed after a sweep asks for the runs table itself
-# (sweep_table.RUNS_PAGE)
+# experiment link on its GenAI overview: every link the harness prints asks for the runs table itself (RUNS_PAGE)
 EXPERIMENT_KIND, CLASSIC = "mlflow.experimentKind", "custom_model_development"
 # The runs table's columns: MLflow 3.17 takes no columns from a page's address, but a "shared view" (an experiment
 # tag mlflow.sharedViewState.<key>, a JSON view state) opens with ?viewStateShareKey=<key>: the headline metrics
 VIEW_KEY = "harness"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 VIEW_STATE = json.dumps({"selectedColumns": [f"metrics.`{name}`" for name in KEY_METRICS]})
+#: the experiment's runs table with the headline metrics as columns (the model-training workflow, the shared view)
+RUNS_PAGE = f"runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+#: in the results folder, beside records/ (whose JSON files are records): each store's experiment ids as the last
+#: delivery found them, so a run can print its runs page without opening the store (importing MLflow alone is 2 s)
+EXPERIMENTS = "experiments.json"
+
+
+def runs_link(uri: str, experiment_id: str | None) -> str:
+    """Where the runs are: the command that serves a local store and the runs page's address (the UI's home,
+    which lists the experiments, until an experiment id is known), or the remote store's page."""
+    page = f"#/experiments/{experiment_id}/{RUNS_PAGE}" if experiment_id else ""
+    if uri.startswith("sqlite:"):
+        return f"runs: mlflow ui --backend-store-uri {uri}  then  http://127.0.0.1:5000/{page}"
+    return f"runs: {uri.rstrip('/')}/{page}"
+
+
+def known_experiment(results_dir: str | Path, uri: str, experiment: str) -> str | None:
+    """The id of ``experiment`` in the store ``uri`` as a delivery from this results folder last saw it."""
+    try:
+        return json.loads((Path(results_dir) / EXPERIMENTS).read_text()).get(f"{uri} {experiment}")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _remember_experiment(results_dir: str | Path, uri: str, experiment: str, experiment_id: str) -> None:
+    if known_experiment(results_dir, uri, experiment) == experiment_id:
+        return
+    path = Path(results_dir) / EXPERIMENTS
+    try:
+        seen = json.loads(path.read_text())
+    except (OSError, ValueError):
+        seen = {}
+    write_json(path, {**(seen if isinstance(seen, dict) else {}), f"{uri} {experiment}": experiment_id})
 
 
 def metric_sections() -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -359,6 +391,7 @@ def deliver(record: Record, results_dir: str | Path, trackers: dict[tuple[str, s
                       f"{records_dir(results_dir)}/pending: {fix} `{upload_command(results_dir)}` later", stacklevel=2)
         return None
     record.mlflow_run_id = rid
+    _remember_experiment(results_dir, uri, experiment, str(tracker.experiment_id))
     save_record(record, results_dir, pending=False)
     faults.point("deliver.saved")
     (records_dir(results_dir) / "pending" / f"{record.run_id}.json").unlink(missing_ok=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import importlib.util
+import json
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,6 +120,8 @@ def build_report(name: str | list[str], results_dir: str | Path, out_dir: str | 
     for i, t in enumerate(tables):
         md.append(t.markdown())
         (folder / f"table{i + 1}.csv").write_text(t.csv())
+    (folder / "tables.json").write_text(json.dumps([{**t.json(), "csv": f"table{i + 1}.csv"}
+                                                    for i, t in enumerate(tables)], indent=1))
     lines = [str(r.record.get("summary", "")) for r in runs]
     (folder / "summary.txt").write_text("\n".join(lines) + "\n")
     md += ["### Summary lines", "", "```", *lines, "```", ""]

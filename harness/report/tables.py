@@ -122,10 +122,19 @@ class Table:
             body.append(["GeoMean", *(g[c] for c in self.cols)])
         return body
 
-    def markdown(self) -> str:
+    def shown(self) -> Any:
+        """The table as people read it (a pandas DataFrame of the formatted cells, GeoMean row included): the one
+        source of the Markdown and the HTML."""
+        import pandas as pd
+
         g = self.grid()
-        lines = [f"### {self.title}", "", "| " + " | ".join(g[0]) + " |", "|" + "---|" * len(g[0])]
-        lines += ["| " + " | ".join(x.replace("|", "/") for x in row) + " |" for row in g[1:]]
+        return pd.DataFrame(g[1:], columns=g[0])
+
+    def markdown(self) -> str:
+        shown = self.shown()
+        cells = [list(shown.columns), *shown.itertuples(index=False)]
+        lines = [f"### {self.title}", "", "| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
+        lines += ["| " + " | ".join(str(x).replace("|", "/") for x in row) + " |" for row in cells[1:]]
         return "\n".join(lines) + "\n"
 
     def frame(self) -> Any:
@@ -161,11 +170,14 @@ class Table:
         """:meth:`frame` as CSV: numbers as numbers (the Markdown and HTML are for people)."""
         return str(self.frame().to_csv(index=False))
 
+    def json(self) -> dict[str, Any]:
+        """:meth:`frame` as JSON-ready values: the title and one object per cell (no number: null)."""
+        rows = self.frame().astype(object).where(lambda f: f.notna(), None).to_dict(orient="records")
+        return {"title": self.title, "rows": rows}
+
     def html(self) -> str:
-        g = self.grid()
-        head = "".join(f"<th>{html.escape(x)}</th>" for x in g[0])
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in row) + "</tr>" for row in g[1:])
-        return f"<h3>{html.escape(self.title)}</h3><table><tr>{head}</tr>{body}</table>"
+        table = self.shown().to_html(index=False, escape=True, border=0, classes="results")
+        return f"<h3>{html.escape(self.title)}</h3>{table}"
 
 
 def _log_of(ci: float | None) -> float | None:

@@ -7,16 +7,17 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from harness.backend import BackendError, Model
 from ios_core.workload import slug
 
 from .plan import BuildPlan, apply, batch_label, network_flags
+
+if TYPE_CHECKING:  # onnx itself is imported where it is used: every harness process loads this plugin
+    import onnx
 
 
 def onnx_for_tensorrt(model: Model, plan: BuildPlan) -> onnx.ModelProto:
@@ -31,6 +32,9 @@ def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
     For TensorRT 11, whose networks are strongly typed: the types in the graph decide the
     kernels. Input and output stay float32, as they do with TensorRT 10's FP16 flag, so both
     paths take and return the same tensors."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
