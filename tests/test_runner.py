@@ -328,3 +328,34 @@ def test_a_reaped_childs_number_is_never_signalled_as_a_group(monkeypatch):
     monkeypatch.setattr(isolation.os, "killpg", lambda pid, sig: groups.append(pid))
     isolation.end_group(proc)
     assert groups == []
+
+
+def test_back_to_back_calls_time_the_work_per_call_without_a_sync_between(monkeypatch):
+    """The GPU work of one call with the host's time hidden (issue 56 item 8): calls queued back to back between two
+    events, divided by their number, the median of three rounds; here with events that read the host's clock."""
+    import time
+
+    import torch
+
+    from harness.backend import Prepared
+    from harness.measure import protocol
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.t = 0.0
+
+        def record(self, stream=None):
+            self.t = time.perf_counter()
+
+        def elapsed_time(self, end):
+            return (end.t - self.t) * 1e3
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    calls, syncs = [], []
+    prep = Prepared(infer=lambda h: (calls.append(h), time.sleep(0.002)), synchronize=lambda: syncs.append(1),
+                    to_numpy=lambda y: y, load_input=lambda x: x, cuda_stream=object())
+    ms = protocol._back_to_back(prep, "handle", median_ms=2.5)
+    assert len(calls) == 3 * 40 and set(calls) == {"handle"}  # 0.1 s of 2.5 ms calls per round
+    assert len(syncs) == 6 and 2.0 <= ms < 3.0, ms  # a sync before and after each round, none between calls
+    assert protocol._back_to_back(prep, None, median_ms=0.0001) > 0
+    assert len(calls) == 120 + 3 * 200  # at most 200 calls a round

@@ -54,8 +54,10 @@ def stats_line(record: Record, results_dir: str, delivering: bool = False) -> st
         path = base / "pending" / path.name
     ci = m.get("latency_ci_rel_halfwidth")
     between = f" between {int(m['processes'])} processes" if m.get("processes", 1) > 1 else ""
+    queued = m.get("gpu_latency_back_to_back_ms")
     return (f"  latency ms: {', '.join(parts)} ({int(m.get('samples', 0))} samples"
             + (f", CI +-{100 * ci:.2f}%{between}" if ci is not None else "")
+            + (f"; GPU work back to back {queued:.4g}" if queued is not None else "")
             + f") | {m.get('throughput_ips', 0):.4g} images/s | record {path}")
 
 
