@@ -137,7 +137,7 @@ def test_quick_preset_end_to_end(tmp_path, preset):
     assert state["study"] == preset and state["status"] in ("FINISHED", "FAILED")
     pngs = sorted(folder.glob("*.png"))
     assert pngs and all(_png_has_content(p) for p in pngs), pngs
-    assert page.count("data:image/png;base64,") == len(pngs) and '<table class="results">' in page
+    assert page.count("data:image/png;base64,") == len(pngs) and '<table class="dataframe results">' in page
     assert [t["csv"] for t in json.loads((folder / "tables.json").read_text())] == \
         [f"table{i + 1}.csv" for i in range(len(list(folder.glob("table*.csv"))))]
     assert len((folder / "summary.txt").read_text().strip().splitlines()) >= 2
