@@ -34,7 +34,7 @@ DEPENDS_ON_NONE = ("share_parts", "search_core", "search_workers", "progress", "
                    "opt_batch", "bounds")
 #: spelled out in a kept file's name rather than hashed into it
 SPELLED = ("schedule",)
-#: graph passes on by default: each measured on/off on the H100 (BENCHMARKS.md, "IOS on the fastest kernels")
+#: graph passes on by default: each measured on/off on the GPU (BENCHMARKS.md, "IOS on the fastest kernels")
 DEFAULT_PASSES = ("fold_bias", "pool_conv", "attention", "fuse_pointwise")
 
 
@@ -53,10 +53,9 @@ class PlanOptions(SearchOptions):
     triton_convs: bool = False  # auto kernels: the final model's convs also timed against Inductor's Triton template
     #: auto kernels (no effect with the others): depthwise convs (the layout's, the search's and the final
     #: model's) run on the Triton kernel written here, timed against ATen's (what triton_convs offers them,
-    #: without Inductor's template for the other convs). On by default: on the H100 it beat cuDNN on 20 of
-    #: NASNet's 25 shapes, and a warm rerun loads it from Triton's disk cache instead of building cuDNN's plans
-    #: (NASNet warm 4.8 s against 8.6, 1.63-1.73 ms against 1.88-1.97); its programs are compiled once per
-    #: machine, on compile_threads threads
+    #: without Inductor's template for the other convs). On by default: it beat cuDNN on most of NASNet's
+    #: shapes, and a warm rerun loads it from Triton's disk cache instead of building cuDNN's plans (faster to
+    #: start and to run: BENCHMARKS.md); its programs are compiled once per machine, on compile_threads threads
     triton_depthwise: bool = True
     #: with triton_depthwise: cuDNN's depthwise kernel timed too. Off by default: it builds each depthwise plan
     #: anew in every process (250-400 ms a shape, in the layout's timing, the search's and every warm rerun)

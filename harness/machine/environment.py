@@ -124,8 +124,8 @@ def resolve_device(requested: str) -> str:
 
 def start_cuda() -> float:
     """Make this process's CUDA context now and return its seconds: the measuring process does it before the
-    optimization clock starts, as every backend pays it once per process (0.5-4 s on the lent H100 hosts, most
-    of a warm IOS rerun's 4 s model build there) and it is no optimization. JAX and TensorFlow use the same
+    optimization clock starts, as every backend pays it once per process (seconds on a lent GPU host, most of
+    a warm IOS rerun's model build: BENCHMARKS.md) and it is no optimization. JAX and TensorFlow use the same
     primary context. Nothing (0 s) where torch has no CUDA: the backend's own preparation then says what it
     lacks (TensorFlow's or ONNX Runtime's GPU build)."""
     import torch

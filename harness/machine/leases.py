@@ -97,7 +97,7 @@ class Broker:
     A job whose previous CPU phase lasted under ``short_phase_s`` runs its next one at once,
     outside the slots: IOS does a moment's work between its stage timings, and waiting each time
     for a slot held through a tuning job's long search and build phase left it (and its device)
-    idle for minutes on the H100. Seed 003 names such a predictive scheduler as its next step."""
+    idle for minutes (BENCHMARKS.md). Seed 003 names such a predictive scheduler as its next step."""
 
     def __init__(self, devices: int, cpu_workers: int, short_phase_s: float = 1.0, pause: bool = False,
                  pause_limit_s: float = 300.0):

@@ -9,7 +9,7 @@ GPU's used memory as NVML reports it after the timed loop (a backend with its ow
 TensorRT, TVM), or where the backend reads its own allocator (JAX: ``Prepared.memory_stats``) that allocator's
 peak since the process began, the peak when the loop began (the preparation's) and what it held then (NVML's
 figure counts the 75% of the GPU JAX reserves when it starts). JAX cannot reset that peak, and XLA's compile
-sets it (9.5 GB of autotuning scratch for NASNet on the H100, where the model held 305 MB), so where the loop
+sets it (autotuning scratch many times the model's size: BENCHMARKS.md), so where the loop
 did not raise it the headline is the compiled call's own buffer plan (``memory_peak_call_mb``: XLA's peak,
 arguments included). On the CPU the child's peak resident set.
 Energy: NVML's total-energy counter (mJ since the driver loaded; Volta and newer) read before and after the

@@ -1,6 +1,6 @@
 """One job measured in several processes (``runner.processes=N``): each a fresh measuring child that
 prepares the backend again, as a user who restarts would. The spread between processes (allocation,
-kernel choices, clocks, an autotuner's pick) is on the H200 some 75 times the CI one process reports
+kernel choices, clocks, an autotuner's pick) is many times the CI one process reports
 (BENCHMARKS.md), so with N > 1 the headline is the median of the processes' medians and its CI is the
 one between processes; the within-process CI is kept under its own name."""
 

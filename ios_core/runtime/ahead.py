@@ -1,9 +1,9 @@
 """Triton programs compiled ahead of the calls that time them, on a thread pool.
 
 The kernel choice compiled each Triton program (a depthwise convolution's or a pool's) when it first called it,
-one after another: a cold NASNet run on a new H100 machine spent 41.8 s compiling 38 programs, about a second
-each, most of it in LLVM and ptxas, which release the GIL (on a 2-core machine two threads compiled 12 of them
-in 9.8 s, one thread in 19.5 s). :meth:`~.kernels.KernelTable.ahead` calls the model once inside
+one after another: a cold NASNet run on a new GPU machine spent most of a minute compiling them, about a
+second each, most of it in LLVM and ptxas, which release the GIL (two threads compile about twice as fast as
+one: BENCHMARKS.md). :meth:`~.kernels.KernelTable.ahead` calls the model once inside
 :func:`compiling`: there :func:`launch` hands each program to Triton's asynchronous compile mode
 (``triton.runtime._async_compile``, which compiles on the given executor and installs the result in the
 program's in-memory cache when the block ends) instead of launching it. Triton imports only here and in

@@ -14,17 +14,17 @@ travel with the schedule file (``Schedule.stats["kernels"]``).
 Depthwise convolutions (one group per input channel) are timed as cuDNN's against ATen's own (``native``: PyTorch's
 CUDA depthwise kernel, NCHW); with ``triton_depthwise`` (the planner's default) as a Triton kernel written here
 (:mod:`.triton_depthwise`) against ATen's, and cuDNN's only with ``depthwise_cudnn``. cuDNN builds its depthwise
-plans at run time: each new shape cost its first call 250-400 ms on the H100, with its plan search or without,
-against 0.2-0.6 ms for ATen's (bench/conv_first_call.py), so a network of separable convolutions (NASNet, RandWire)
-spends most of a warm rerun building cuDNN plans; where another kernel is as fast, a later run never asks cuDNN for
-that shape. In the captured model at batch 1 cuDNN's kernel was the faster on 40 of NASNet's and RandWire's 41
-shapes against ATen's (which reads NCHW: an NHWC model pays two layout copies around it), and on 28 of 33 against
-the first Triton one, which computed an element per lane (BENCHMARKS.md); the Triton kernel now works on tiles of
-pixels by channels and was the faster on 26 of those 33 on the H100, cuDNN's winning the rest by 1-29% (2.5 us
-summed over NASNet's 25 shapes), so by default cuDNN's depthwise kernel is not even tried where the Triton one
+plans at run time: each new shape costs its first call hundreds of milliseconds, with its plan search or without,
+against under a millisecond for ATen's (bench/conv_first_call.py, BENCHMARKS.md), so a network of separable
+convolutions (NASNet, RandWire) spends most of a warm rerun building cuDNN plans; where another kernel is as fast,
+a later run never asks cuDNN for that shape. In the captured model at batch 1 cuDNN's kernel was the faster on 40 of
+NASNet's and RandWire's 41 shapes against ATen's (which reads NCHW: an NHWC model pays two layout copies around
+it), and on 28 of 33 against the first Triton one, which computed an element per lane; the Triton kernel now works
+on tiles of pixels by channels and is the faster on most of those shapes, cuDNN's winning the rest by microseconds
+in all (BENCHMARKS.md), so by default cuDNN's depthwise kernel is not even tried where the Triton one
 runs: a plan it builds costs more than its gains.
 
-Pools likewise: ATen's NHWC max pool is slow on the H100 (2.1 of 8.0 ms summed kernel time
+Pools likewise: ATen's NHWC max pool is slow (BENCHMARKS.md; 2.1 of 8.0 ms summed kernel time
 for Inception v3 at batch 128, fp16, where torch.compile's Triton pools take a fraction), so on
 CUDA each distinct pool is also run by a Triton kernel (:mod:`.triton_pool`, written here, loaded
 without Dynamo), timed against ATen's, and the faster kept (``triton`` in the record). So is each
@@ -125,7 +125,7 @@ def dense(x: torch.Tensor) -> bool:
     """Contiguous in one of the two layouts. Inductor specializes a kernel on its input's
     strides, and the search meets a pool on many strided slices of concatenation buffers:
     compiling one kernel per slice would cost a compile each and hit Dynamo's recompile
-    limits (a failed run on the H100), so only dense inputs get a Triton candidate."""
+    limits (a failed GPU run), so only dense inputs get a Triton candidate."""
     return x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last)
 
 
@@ -136,14 +136,14 @@ def pool_signature(node: Pool, x: torch.Tensor) -> tuple:
 
 #: Dynamo keeps every function torch.compile wraps under one code object (its ``inner``
 #: wrapper), so the default limit of 8 compiled variants is shared by all of a network's pools:
-#: past it Dynamo silently runs the rest eagerly (seen on the H100). Raised for the measuring
+#: past it Dynamo silently runs the rest eagerly (seen on the GPU). Raised for the measuring
 #: process (one per job) when the first pool is compiled.
 RECOMPILE_LIMIT = 512
 
 
 def _configure_inductor() -> None:
     """Also compiles in this process: each program is one kernel, so Inductor's pool of compile workers (one
-    per core, started on the first compile: a second or two on the H100 machine) has nothing to overlap."""
+    per core, started on the first compile: a second or two) has nothing to overlap."""
     import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
 

@@ -1,6 +1,6 @@
 """Which memory layout a model runs faster in: timed, not assumed.
 
-NHWC (``channels_last``) halves Inception's fp16 latency on an H100 (cuDNN's NCHW convs
+NHWC (``channels_last``) halves Inception's fp16 latency on a Hopper GPU (cuDNN's NCHW convs
 convert layouts around most kernels) but makes RandWire slower (its depthwise convs fall to
 a generic kernel), so the layout is chosen per model, batch, precision and GPU by timing
 the model under Greedy's schedule in both layouts, with the same kernels, passes and

@@ -47,7 +47,7 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
 
 
 def release_flush_buffers() -> None:
-    """Drop the L2 flush buffers (75 MB on the H100): made again when timing next needs one; held past a plan
+    """Drop the L2 flush buffers (tens of MB): made again when timing next needs one; held past a plan
     they counted as the model's memory in the timed loop."""
     _FLUSH.clear()
 

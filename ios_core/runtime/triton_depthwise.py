@@ -1,16 +1,16 @@
 """Depthwise convolutions as one hand-written Triton kernel, a candidate of :mod:`.kernels` beside cuDNN's.
 
-cuDNN builds its depthwise execution plans at run time: the first call of each new shape took 250-400 ms on
-the H100 (with or without its plan search; 0.2-0.6 ms for ATen's own kernel), and in the IOS model cuDNN's
-kernel was the faster on 24 of NASNet's 25 depthwise shapes, so a warm rerun of NASNet spent 5-7 s building
-plans (BENCHMARKS.md). One Triton program here covers every shape of a window, stride, padding, channel
+cuDNN builds its depthwise execution plans at run time: the first call of each new shape takes hundreds of
+milliseconds (with or without its plan search; ATen's own kernel under one), and in the IOS model cuDNN's
+kernel was the faster on nearly all of NASNet's depthwise shapes, so a warm rerun of NASNet spent seconds
+building plans (BENCHMARKS.md). One Triton program here covers every shape of a window, stride, padding, channel
 multiplier and tile (sizes, strides and so the layout are run-time arguments; a tile size is compiled in) and a
 later process loads it from Triton's on-disk cache. A program computes a tile of output pixels by channels
 (:func:`tile`), the window unrolled, padded taps masked, float32 accumulation; the bias and a ReLU are applied
 before the one store. The first program here (a block of output elements per program, one weight load per
-element and tap) lost to cuDNN's kernel on 28 of 33 NASNet and RandWire shapes in the captured model; the tiles
+element and tap) lost to cuDNN's kernel on most NASNet and RandWire shapes in the captured model; the tiles
 load a tap's weights once per channel and an input tile whose channels are contiguous in NHWC memory, and were
-faster than cuDNN's kernel on 26 of those 33 shapes on the H100 (147 against 216-233 us summed on NASNet)."""
+faster than cuDNN's kernel on most of those shapes (BENCHMARKS.md)."""
 
 from __future__ import annotations
 
@@ -60,10 +60,9 @@ def triton_depthwise(node: Conv, fixed: tuple[int, int, int] | None = None) -> C
 
 def tile(pixels: int, channels: int) -> tuple[int, int]:
     """(pixels, channels) a program computes: 16 or 32 channels, whichever pads the channels less (32 on a tie),
-    and :data:`PIXELS` pixels, halved while the launch would have too few programs. Measured per NASNet shape on
-    the H100 (fp16, bench/depthwise_kernels.py --tiles, 2026-11-27): small tiles win where a 7x7 window's loads
-    keep many programs waiting (42 channels on 83x83: 32 x 16 took 13.8 us, the 16 x 64 tile before 28.1,
-    cuDNN 13.2; large tiles spill registers: 128 x 32 took 598 us), and a tile of 64 channels pads 42 to 64."""
+    and :data:`PIXELS` pixels, halved while the launch would have too few programs. Measured per NASNet shape
+    (fp16, bench/depthwise_kernels.py --tiles, BENCHMARKS.md): small tiles win where a 7x7 window's loads keep
+    many programs waiting, large tiles spill registers, and a tile of 64 channels pads 42 to 64."""
     bc = min((32, 16), key=lambda c: -(-channels // c) * c - channels)
     bp = PIXELS
     while bp > MIN_PIXELS and -(-pixels // bp) * -(-channels // bc) < MIN_PROGRAMS:

@@ -1,8 +1,8 @@
 """Max and average pools as hand-written Triton kernels, the "triton" pool candidate of :mod:`.kernels`.
 
 Inductor compiled these pools before (``torch.compile`` of one ``F.max_pool2d``): the kernels were
-fast, but each process paid Dynamo's and Inductor's first compile (0.7-1 s a pool even with every
-cache warm: 2.9-4.4 s of a warm rerun's 3.9-5.5 s on the H100, BENCHMARKS.md) and Inductor
+fast, but each process paid Dynamo's and Inductor's first compile (most of a second a pool even
+with every cache warm, most of a warm rerun: BENCHMARKS.md) and Inductor
 specialized one program per shape. Here one Triton program covers every shape of a pool's window,
 stride, padding, type and layout (sizes and strides are run-time arguments), and a later process
 loads it from Triton's on-disk cache without Dynamo. Each program handles a block of output

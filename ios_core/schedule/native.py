@@ -109,7 +109,7 @@ class NativePartSearch:
     def solutions(self) -> list[tuple[float, list[tuple[tuple[int, ...], bool]]]]:
         """The part's best schedules (taken once: the core is released after). The core holds this object's
         bound methods, a cycle through C++ that the garbage collector cannot see: kept, it held the cost model,
-        and the stage timer's weights and inputs with it, for the rest of the process (600 MB on the H100)."""
+        and the stage timer's weights and inputs with it, for the rest of the process (hundreds of MB)."""
         solver, self._solver = self._solver, None
         if solver is None:
             raise RuntimeError("a part's solutions are taken once")

@@ -25,8 +25,7 @@ class OnnxRuntimeConfig(BackendConfig):
     cuda_graph: str = "auto"
     #: CUDA provider: convolutions and pools in ONNX Runtime's NHWC kernels, the layout cuDNN's tensor-core
     #: kernels read. auto: in fp16 only, where they were faster on three of the four networks and slower in
-    #: fp32 on all four (H100, 2026-11-27, CUDA graph on: inception_v3 fp16 0.95 vs 1.38 ms, nasnet 7.5 vs 8.2,
-    #: squeezenet 0.55 vs 0.63, randwire 6.6 vs 6.3; fp32 3-25% slower); true: always; false: never.
+    #: fp32 on all four (BENCHMARKS.md); true: always; false: never.
     prefer_nhwc: str = "auto"
 
     def nhwc(self, provider: str, precision: str) -> bool:

@@ -63,7 +63,7 @@ class PyTorchConfig(BackendConfig):
 
     def vendor_autotune(self) -> bool:
         """A max-autotune mode that times only cuDNN and cuBLAS for convolutions and GEMMs (no Triton template
-        compiled): labelled apart, as it builds in a fraction of the time (BENCHMARKS.md, 2026-11-27)."""
+        compiled): labelled apart, as it builds in a fraction of the time (BENCHMARKS.md)."""
         chosen = (self.autotune_conv_backends, self.autotune_gemm_backends)
         return self.compile_mode.startswith("max-autotune") and all(backend_names(v) == ["ATEN"] for v in chosen)
 

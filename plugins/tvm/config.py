@@ -36,7 +36,7 @@ CUDNN_ALGOS = ("find", "implicit_gemm", "implicit_precomp_gemm", "gemm", "direct
 class TvmCudnnConfig(TvmConfig):
     name: str = "tvm_cudnn"
     # on by default: each cuDNN call through TVM's contrib sets its descriptors and queries its workspace on the
-    # host, so without a graph the host is the bottleneck (H100, inception_v3 bs1 fp32: 17.0 ms without, 6.6 with)
+    # host, so without a graph the host is the bottleneck (about 2.5x slower at batch 1: BENCHMARKS.md)
     cuda_graph: bool = True
     algo: str = "find"  # cuDNN's convolution algorithm: find (cuDNN's timed search, per convolution) or one by name
 

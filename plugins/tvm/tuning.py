@@ -186,8 +186,8 @@ def make_builder(workdir: str, phases: PhaseTimes, threads: int = 0, progress=No
 
 def cuda_compiler(choice: str) -> str:
     """TVM's CUDA compiler for candidate builds. ``auto`` takes nvcc where it is on PATH:
-    on the H100 host, 32 inception candidates on 16 threads built in 2.9 s with nvcc and
-    39 s with NVRTC (TVM's default), whose calls do not run in parallel."""
+    nvcc builds candidates in parallel, about 13x faster than NVRTC (TVM's default), whose calls
+    do not run in parallel (BENCHMARKS.md)."""
     if choice == "auto":
         return "nvcc" if shutil.which("nvcc") else "nvrtc"
     return choice
