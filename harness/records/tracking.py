@@ -68,23 +68,24 @@ def runs_link(uri: str, experiment_id: str | None) -> str:
     return f"runs: {uri.rstrip('/')}/{page}"
 
 
+def _experiments(results_dir: str | Path) -> dict[str, str]:
+    """The results folder's remembered experiment ids (store and experiment name -> id); empty where none are."""
+    try:
+        seen = json.loads((Path(results_dir) / EXPERIMENTS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return seen if isinstance(seen, dict) else {}
+
+
 def known_experiment(results_dir: str | Path, uri: str, experiment: str) -> str | None:
     """The id of ``experiment`` in the store ``uri`` as a delivery from this results folder last saw it."""
-    try:
-        return json.loads((Path(results_dir) / EXPERIMENTS).read_text()).get(f"{uri} {experiment}")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return _experiments(results_dir).get(f"{uri} {experiment}")
 
 
 def _remember_experiment(results_dir: str | Path, uri: str, experiment: str, experiment_id: str) -> None:
-    if known_experiment(results_dir, uri, experiment) == experiment_id:
-        return
-    path = Path(results_dir) / EXPERIMENTS
-    try:
-        seen = json.loads(path.read_text())
-    except (OSError, ValueError):
-        seen = {}
-    write_json(path, {**(seen if isinstance(seen, dict) else {}), f"{uri} {experiment}": experiment_id})
+    seen = _experiments(results_dir)
+    if seen.get(f"{uri} {experiment}") != experiment_id:
+        write_json(Path(results_dir) / EXPERIMENTS, {**seen, f"{uri} {experiment}": experiment_id})
 
 
 def metric_sections() -> tuple[tuple[str, tuple[str, ...]], ...]:

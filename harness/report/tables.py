@@ -123,18 +123,17 @@ class Table:
         return body
 
     def shown(self) -> Any:
-        """The table as people read it (a pandas DataFrame of the formatted cells, GeoMean row included): the one
-        source of the Markdown and the HTML."""
+        """The table as people read it (a pandas DataFrame of :meth:`grid`'s formatted cells, GeoMean row
+        included), which the HTML is written from."""
         import pandas as pd
 
         g = self.grid()
         return pd.DataFrame(g[1:], columns=g[0])
 
     def markdown(self) -> str:
-        shown = self.shown()
-        cells = [list(shown.columns), *shown.itertuples(index=False)]
-        lines = [f"### {self.title}", "", "| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
-        lines += ["| " + " | ".join(str(x).replace("|", "/") for x in row) + " |" for row in cells[1:]]
+        g = self.grid()
+        lines = [f"### {self.title}", "", "| " + " | ".join(g[0]) + " |", "|" + "---|" * len(g[0])]
+        lines += ["| " + " | ".join(x.replace("|", "/") for x in row) + " |" for row in g[1:]]
         return "\n".join(lines) + "\n"
 
     def frame(self) -> Any:
