@@ -167,7 +167,8 @@ class TrackingConfig:
     experiment: str = "harness"
     results_dir: str = "results"  # under the current directory; made absolute before a run
     #: a single run from the command line sends its record to MLflow from a detached process after printing its
-    #: summary, and returns at once; false: logged before the command returns. Sweeps send theirs in one batch
+    #: summary, and returns at once; a sweep hands its end batch (its records, its parent run, its speed-ups) to
+    #: one. false: logged before the command returns
     background: bool = True
 
 

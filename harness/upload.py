@@ -7,6 +7,9 @@ came from) while the store was down, with their own status and end time. Killed 
 moment, running it again completes what it started: one MLflow run per record.
 
     python -m harness.upload [--results-dir DIR] [--uri URI] [--experiment NAME]
+
+A sweep hands its end batch to ``--sweep ID`` in the background (single runs: ``--only RUN_ID``); what such an
+upload could not do is in records/upload.log, and the next run prints it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 
 from .config import TrackingConfig
 from .messages import one_line_warnings
+from .multirun import sweep_table
 from .records import background, faults, sweeps
 from .records.record import Record
 from .records.store import StoreError
@@ -32,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, metavar="RUN_ID",
                     help="send this one pending record and nothing else (what a single run's background upload "
                          "does); sweeps are left as they are")
+    ap.add_argument("--sweep", default=None, metavar="SWEEP_ID",
+                    help="send this sweep's end batch: its pending records, the parent runs of ended sweeps, its "
+                         "speed-ups (what a sweep's background upload does)")
     ap.add_argument("--close-stale", action=argparse.BooleanOptionalAction, default=True,
                     help="end as KILLED the sweeps still marked RUNNING by another machine (results copied home "
                          "from a machine that was taken away mid-sweep; default). --no-close-stale leaves them "
@@ -42,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: MLflow is not installed here: pip install -e '.[mlflow]'", file=sys.stderr)
         return 2
     try:
+        if args.sweep is not None:  # a sweep's background upload: the lock is inherited too
+            sent, total = sweep_table.send(args.results_dir, args.sweep)
+            print(f"uploaded {sent} of {total} pending record(s) (sweep {args.sweep})")
+            return 0 if sent == total else 1
         if args.only is not None:  # a run's background upload: the folder's lock is already its own (inherited)
             return _upload(args)
         with background.held(args.results_dir):  # never beside a background upload of the same record
@@ -50,10 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - a background upload's failure is one line the next run shows
-        if args.only is None:
+        if args.only is None and args.sweep is None:
             raise
-        print(f"error: the upload of record {args.only} failed ({type(exc).__name__}: {exc}); it stays in "
-              f"{args.results_dir}/records/pending: `python -m harness.upload` sends it", file=sys.stderr)
+        what, kept, them = ((f"record {args.only}", "it stays", "it") if args.only is not None
+                            else (f"sweep {args.sweep}'s records", "they stay", "them"))
+        print(f"error: the upload of {what} failed ({type(exc).__name__}: {exc}); {kept} in "
+              f"{args.results_dir}/records/pending: `python -m harness.upload` sends {them}",
+              file=sys.stderr)
         return 1
 
 

@@ -18,6 +18,8 @@ import pytest
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 pytest.importorskip("mlflow")
 
+from harness.records import background  # noqa: E402
+
 from . import services  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,6 +125,7 @@ def test_a_sweep_on_slurm_logs_to_the_server_and_resumes_after_scancel(cluster, 
     second = subprocess.run(cmd, env=cluster.env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stdout.count("FINISHED") == 4  # the table: three reused, the cancelled one measured again
+    assert background.wait(results) == []  # the end batch went to the server from a detached upload
 
     children = [r for r in runs(server, "slurm") if r.data.tags.get("harness.parent") != "true"]
     parents = [r for r in runs(server, "slurm") if r.data.tags.get("harness.parent") == "true"]
@@ -158,13 +161,16 @@ def test_a_job_killed_without_a_record_is_entered_with_slurms_reason(cluster, se
     assert "backend.cpu_s=60" in entry["overrides"] and entry["status"] == "FAILED"
     assert entry["error"].startswith(f"SlurmJobLost: SLURM job {victim} ended "), entry["error"]
     assert "SlurmJobLost" in out  # the table's note says why
+    assert background.wait(results) == []
     assert [r.info.status for r in runs(server, "slurm-lost") if r.data.tags.get("harness.parent") == "true"] \
         == ["FAILED"]
 
 
 def test_records_made_while_the_server_is_away_are_uploaded_once(cluster, server, tmp_path):
     results = tmp_path / "r"
-    sweep, _ = sweep_until_measuring(cluster, sweep_command(results, server, "slurm-away", "backend.cpu_s=0,20"), 1)
+    # the end batch sent before the command returns (not by a detached upload, which would find the server back)
+    cmd = sweep_command(results, server, "slurm-away", "backend.cpu_s=0,20", "tracking.background=false")
+    sweep, _ = sweep_until_measuring(cluster, cmd, 1)
     server.stop_server()  # mid-sweep: the parent run exists, job 1 (and maybe job 0) cannot log
     try:
         out, err = sweep.communicate(timeout=300)

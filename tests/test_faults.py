@@ -28,9 +28,11 @@ from harness.records.store import schema_problem  # noqa: E402
 from harness.records.sweeps import iso_ms  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the end batch in the sweep's own process (by default a detached upload sends it: the deliveries and parent closing
+#: that UPLOAD_POINTS kill)
 SWEEP = ["-m", "model=sample", "+model.params.channels=8", "+model.params.size=7", "batch=1,2", "device=cpu",
          "runner=quick", "runner.isolate=false", "runner.max_time_s=0.2", "runner.min_iters=3",
-         "runner.warmup_iters=1"]
+         "runner.warmup_iters=1", "tracking.background=false"]
 
 #: the sweep killed at each point, then run again
 SWEEP_POINTS = ["sweep.started", "store.creating", "store.schema", "store.created", "sweep.parent",

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.multirun import sweep_table
+from harness.records import background
+
 mlflow = pytest.importorskip("mlflow")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -77,6 +80,7 @@ def swept(tmp_path_factory):
                           "backend=pytorch,overhead", f"tracking.results_dir={tmp_path}"],
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-2000:]
+    assert background.wait(tmp_path) == []  # its end batch, sent by a detached upload, reached the store
     return tmp_path, res
 
 
@@ -95,8 +99,12 @@ def test_the_runs_table_shows_the_sweep_with_latency(swept):
             except OSError:
                 time.sleep(0.5)
         exp = mlflow.tracking.MlflowClient(f"http://127.0.0.1:{port}").get_experiment_by_name("harness")
-        # the page the sweep printed ("runs: mlflow ui ... then http://127.0.0.1:5000/#/experiments/<id>/runs?...")
-        (printed,) = re.findall(r"then  http://127\.0\.0\.1:5000/(\S+)", res.stdout)
+        # the first sweep in a new store prints the UI's home (the store is made after it returns); every later
+        # command the runs page ("runs: mlflow ui ... then http://127.0.0.1:5000/#/experiments/<id>/runs?...")
+        assert re.findall(r"then  http://127\.0\.0\.1:5000/(\S*)", res.stdout) == [""]
+        (sweep_id,) = re.findall(r"report: python -m harness.report (\w+)", res.stdout)
+        (line, _) = sweep_table.where_to_look(tmp_path, sweep_id, sending=True)
+        (printed,) = re.findall(r"then  http://127\.0\.0\.1:5000/(\S+)", line)
         assert printed.startswith(f"#/experiments/{exp.experiment_id}/runs")
         table = open_runs_table(f"http://127.0.0.1:{port}/{printed}", tmp_path / "runs.png")
     finally:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.config import ConfigError
+from harness.records import background
 from harness.report import Run, build_report
 from harness.report.tables import LAYOUTS, build_tables, launcher_table
 from harness_plugins.ios.report import same_run_table
@@ -188,6 +189,7 @@ def test_report_of_a_sweep_that_only_mlflow_has(tmp_path):
                           f"tracking.results_dir={tmp_path}"], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
     local = build_report("utilization", tmp_path, tmp_path / "a", log=False)
+    assert background.wait(tmp_path) == []  # the detached upload has sent the sweep
     shutil.rmtree(tmp_path / "records")
     remote = build_report("utilization", tmp_path, tmp_path / "b", log=False)
     assert (local / "table1.csv").read_text() == (remote / "table1.csv").read_text()

@@ -10,6 +10,7 @@ import pytest
 import harness
 from harness.job import summary_line
 from harness.plugins import backend_table, backends
+from harness.records import background
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -211,6 +212,7 @@ def test_cli_multirun_logs_children_under_one_parent(tmp_path):
               "runner=quick", "device=cpu", f"tracking.results_dir={tmp_path}")
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("Model: sample") == 2
+    assert background.wait(tmp_path) == []  # the end batch went to the store from a detached upload
     from mlflow.tracking import MlflowClient
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     exp = client.get_experiment_by_name("harness")

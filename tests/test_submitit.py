@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 
+from harness.records import background  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 LAUNCHERS = "hydra_plugins.hydra_submitit_launcher.submitit_launcher"
 
@@ -62,6 +64,7 @@ def test_a_submitit_local_sweep_end_to_end(tmp_path):
                          capture_output=True, text=True, timeout=300, cwd=REPO)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     assert "Submitit 'local' sweep output dir" in res.stdout + res.stderr
+    assert background.wait(results) == []  # the end batch (records, parent closed) sent by a detached upload
 
     # each job ran in a Submitit process of its own and returned its status through Submitit
     (sweep_out,) = (results / "hydra" / "multirun").iterdir()

@@ -16,7 +16,7 @@ import pytest
 import harness
 import harness.upload
 from harness.multirun import sweep_table
-from harness.records import sweeps
+from harness.records import background, sweeps
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -32,6 +32,7 @@ def cli(tmp_path: Path, *args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def runs(tmp_path: Path) -> list:
+    background.wait(tmp_path / "r")  # a sweep's end batch goes to MLflow from a detached upload
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'r' / 'mlflow.db'}")
     return client.search_runs([client.get_experiment_by_name("harness").experiment_id])
 
@@ -216,6 +217,7 @@ def test_a_bad_value_in_one_combination_does_not_end_the_sweep(tmp_path):
     res = cli(tmp_path, "-m", "model=sample", "device=cpu", "runner=quick", "backend=overhead", "batch=0,1")
     assert res.returncode == 1, res.stderr[-2000:]
     assert "error: batch=0 is invalid" in res.stderr and "Model: sample" in res.stdout  # batch=1 still ran
+    background.wait(tmp_path / "r")  # the end batch closes the parent run
     (state,) = [json.loads(p.read_text()) for p in (tmp_path / "r" / "records" / "sweeps").glob("*/sweep.json")]
     assert state["status"] == "FAILED" and state["parent_closed"]
     entries = sweeps.job_entries(tmp_path / "r", state["sweep_id"], state["started"])

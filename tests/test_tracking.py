@@ -344,7 +344,7 @@ def test_a_sweeps_batch_waits_for_a_delivery_under_way(bench_cfg, tmp_path):
     of one record: the store's look-up-then-create is not atomic. Every delivery holds the folder's lock."""
     from omegaconf import OmegaConf
 
-    from harness.multirun.callbacks import _deliver_batch
+    from harness.multirun.callbacks import _send
     from harness.records.sweeps import DELIVER_AT_END
     from harness.records.tracking import default_uri
 
@@ -363,7 +363,7 @@ time.sleep(3)
 print(pathlib.Path({str(pending)!r}).exists(), flush=True)
 """], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
-    _deliver_batch(OmegaConf.create({"tracking": {"enabled": True, "uri": None, "experiment": "harness"}}),
+    _send(OmegaConf.create({"tracking": {"enabled": True, "uri": None, "experiment": "harness"}}),
                    str(results), "s1")
     assert holder.stdout.readline().strip() == "True" and not pending.exists()  # sent once the lock was let go
     holder.wait()

@@ -21,7 +21,7 @@ def harness_run_finished(run: RunContext, record: Record) -> None:
         return
     elif run.background and mlflow_available():  # without MLflow the inline path says so in its line
         try:
-            background.start(run.results_dir, record.run_id)
+            background.start(run.results_dir, "--only", record.run_id)
             return
         except OSError:  # no process could be started: logged here instead
             pass

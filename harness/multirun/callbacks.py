@@ -1,7 +1,8 @@
 """Hydra callback: a sweep's start and end. At the start the sweep is named by its command
-(a rerun continues it), earlier sweeps whose process died are closed as KILLED, and the
-MLflow parent run is created once (parallel jobs would race otherwise). At the end the
-parent is closed FINISHED or FAILED and the table of jobs is printed. Cleanup that must
+(a rerun continues it), earlier sweeps whose process died are closed as KILLED, and the store is
+checked. At the end the table of jobs is printed and the sweep's records go to MLflow in one batch
+(by a detached upload where ``tracking.background``, the default; otherwise before the command
+returns, the parent run made at the start and closed FINISHED or FAILED). Cleanup that must
 survive Ctrl-C (clock reset, records, KILLED) lives in the runner, not here."""
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from ..config import ConfigError
 from ..lifecycle import THIS, Sweep
 from ..machine.environment import sweep_device
 from ..machine.leases import read_summary
-from ..records import background, faults, sweeps
+from ..records import background, faults, store, sweeps
 from ..records.store import StoreError
 from ..records.tracking import (
     Tracker,
-    deliver_pending,
     delivering,
     mlflow_available,
     records_dir,
@@ -47,7 +47,8 @@ def job_sweep_info(hydra_sweep_dir: str) -> dict[str, Any]:
 def _tracking(config: Any) -> dict[str, Any]:
     tr = config.tracking
     # the default store is left empty and found beside the results when used (they may be copied home)
-    return {"enabled": bool(tr.enabled), "uri": tr.uri, "experiment": tr.experiment}
+    return {"enabled": bool(tr.enabled), "uri": tr.uri, "experiment": tr.experiment,
+            "background": bool(tr.get("background", True))}
 
 
 def _identity(config: Any) -> dict[str, str]:
@@ -111,6 +112,7 @@ class SweepCallback(Callback):
         results_dir = config.tracking.results_dir
         info = _identity(config)
         info["study"] = str(config.get("sweep", {}).get("study", "") or "")
+        info["baseline"] = str(config.get("sweep", {}).get("baseline", "") or "")  # for the end batch's speed-ups
         sweeps.reap(results_dir)
         tracking = _tracking(config)
         before = sweeps.read_state(results_dir, info["sweep_id"])
@@ -127,6 +129,11 @@ class SweepCallback(Callback):
         if not tracking["enabled"] or not mlflow_available():
             return
         try:
+            if tracking["background"]:  # MLflow is not imported here: the end batch makes the parent run
+                problem = store.file_problem(store_of(results_dir, tracking)[0])
+                if problem:
+                    raise StoreError(problem)
+                return
             sweeps.close_parents(results_dir)  # those of sweeps reaped above
             t = Tracker(*store_of(results_dir, tracking))
             parent = t.parent_run(info["sweep_id"], info["sweep_name"], info["sweep_command"], reopen=True)
@@ -153,48 +160,37 @@ class SweepCallback(Callback):
         jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))
         sweep.failed = sum(j["status"] not in sweeps.DONE for j in jobs)
         _launcher_summary(config, results_dir, info, state)
-        _deliver_batch(config, results_dir, info["sweep_id"])
-        sweeps.close_parents(results_dir)  # nothing is lost if the store is down: upload closes it later
+        tracking = _tracking(config)
+        sending = (tracking["enabled"] and tracking["background"] and mlflow_available()
+                   and sweep_table.send_in_background(results_dir, info["sweep_id"]))
+        if not sending:
+            _send(config, results_dir, info["sweep_id"])
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")
-        sweep_table.log_speedups(results_dir, info["sweep_id"], baseline)
-        faults.point("sweep.table")
         sweep_table.print_table(results_dir, info["sweep_id"], baseline)
-        for line in sweep_table.where_to_look(results_dir, info["sweep_id"]):
+        for line in sweep_table.where_to_look(results_dir, info["sweep_id"], sending=bool(sending)):
             print(line, flush=True)
 
 
-def _deliver_batch(config: Any, results_dir: str, sweep_id: str) -> None:
-    """The sweep's records to MLflow, one batch at its end (its jobs left them pending): one import of MLflow and
-    one store opened, not one of each per job, and nothing of MLflow's beside a measurement. A store that
-    needs a fix, or is down, leaves them pending for ``python -m harness.upload``, said in one line."""
+def _send(config: Any, results_dir: str, sweep_id: str) -> None:
+    """The sweep's records to MLflow, one batch at its end (its jobs left them pending), before the command
+    returns: one import of MLflow and one store opened, not one of each per job, and nothing of MLflow's beside
+    a measurement. A store that needs a fix, or is down, leaves them pending for ``python -m harness.upload``,
+    said in one line."""
     if not _tracking(config)["enabled"]:
         return
     try:
         with delivering(results_dir, "the sweep's records are"), background.held(results_dir):
-            deliver_pending(results_dir, sweep_id)  # held: a job sending its own record at once is not doubled
+            sweep_table.send(results_dir, sweep_id)  # held: a job sending its own record at once is not doubled
     except StoreError as exc:
         print(f"error: {exc}; the sweep's records stay in {records_dir(results_dir)}/pending: run "
               f"`{upload_command(results_dir)}` once it is fixed", file=sys.stderr)
 
 
 def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state: dict[str, Any]) -> None:
-    """The load-aware launcher's makespan and device use: into the sweep's state (as just ended)
-    and as metrics of its MLflow parent run (nothing for other launchers)."""
+    """The load-aware launcher's makespan and device use into the sweep's state (as just ended), which the parent
+    run's metrics are made from (nothing for other launchers)."""
     summary = read_summary(config.hydra.sweep.dir)
     if summary is None or not state:
         return
     state["launcher"] = summary
     write_json(sweeps.sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)
-    tracking = _tracking(config)
-    if not tracking["enabled"] or not mlflow_available():
-        return
-    try:
-        t = Tracker(*store_of(results_dir, tracking))
-        parent = t.parent_run(info["sweep_id"], info["sweep_name"], info["sweep_command"])
-        metrics = {"launcher/makespan_s": summary["makespan_s"], "launcher/wait_s": summary["wait_s"],
-                   "launcher/work_s": summary.get("work_s", 0.0)}
-        metrics.update({f"launcher/device{d}_utilization": u for d, u in enumerate(summary["device_utilization"])})
-        for key, value in metrics.items():
-            t.client.log_metric(parent, key, float(value))
-    except Exception as exc:  # the store is down: the summary stays in the sweep's state
-        warnings.warn(f"could not log the launcher's summary ({str(exc).splitlines()[0][:200]})", stacklevel=2)

@@ -11,8 +11,17 @@ from typing import Any
 
 from ..machine.leases import summary_line
 from ..machine.usage import usage_text
-from ..records.sweeps import job_entries, read_state, saved_record, store_of, swept_keys, untracked
-from ..records.tracking import Tracker, known_experiment, mlflow_available, records_dir, runs_link, upload_command
+from ..records import background, faults
+from ..records.sweeps import close_parents, job_entries, read_state, saved_record, store_of, swept_keys, untracked
+from ..records.tracking import (
+    Tracker,
+    deliver_pending,
+    known_experiment,
+    mlflow_available,
+    records_dir,
+    runs_link,
+    upload_command,
+)
 from ..stats import judge_speedup
 
 
@@ -68,21 +77,45 @@ def log_speedups(results_dir: str | Path, sweep_id: str, baseline: str) -> int:
     return logged
 
 
-def where_to_look(results_dir: str | Path, sweep_id: str) -> list[str]:
+def send(results_dir: str | Path, sweep_id: str) -> tuple[int, int]:
+    """A sweep's end batch, under the folder's upload lock (held by the caller): its pending records to MLflow,
+    each store opened once; the parent runs of the sweeps that ended closed; the speed-ups over the sweep's
+    baseline logged. Returns (records sent, records pending before); raises
+    :class:`~harness.records.store.StoreError` when the store needs a fix (the records stay pending)."""
+    sent = deliver_pending(results_dir, sweep_id)
+    close_parents(results_dir)  # nothing is lost if the store is down: an upload closes it later
+    log_speedups(results_dir, sweep_id, str((read_state(results_dir, sweep_id) or {}).get("baseline") or ""))
+    faults.point("sweep.table")
+    return sent
+
+
+def send_in_background(results_dir: str | Path, sweep_id: str) -> bool:
+    """Hand the sweep's end batch to a detached ``python -m harness.upload --sweep``: the command returns once the
+    table is printed. False where no process could be started (the caller sends it)."""
+    try:
+        background.start(results_dir, "--sweep", sweep_id)
+    except OSError:
+        return False
+    return True
+
+
+def where_to_look(results_dir: str | Path, sweep_id: str, sending: bool = False) -> list[str]:
     """What to run next: the MLflow UI on the sweep's store (with the page of its runs), the upload of the
-    sweep's records that could not be logged, and the report."""
+    sweep's records that could not be logged, and the report. ``sending``: a background upload has the records
+    (the store is not opened here: its runs page is linked where a delivery has found the experiment before)."""
     state = read_state(results_dir, sweep_id) or {}
     lines = []
     if mlflow_available() and not untracked(state):
         uri, experiment = store_of(results_dir, state)
         exp_id = known_experiment(results_dir, uri, experiment)
         try:
-            exp_id = exp_id or Tracker(uri, experiment).experiment_id
+            exp_id = exp_id or (None if sending else Tracker(uri, experiment).experiment_id)
             lines.append(runs_link(uri, exp_id))
         except Exception:  # store down: the pending line below says what to do
             pass
-        pending = [e for e in job_entries(results_dir, sweep_id, state.get("started"))
-                   if (records_dir(results_dir) / "pending" / f"{e.get('record_id')}.json").exists()]
+        pending = [] if sending else [
+            e for e in job_entries(results_dir, sweep_id, state.get("started"))
+            if (records_dir(results_dir) / "pending" / f"{e.get('record_id')}.json").exists()]
         if pending:  # the jobs said so in their own logs, which on a cluster nobody reads
             lines.append(f"pending: {len(pending)} record(s) not in MLflow yet (the store could not be reached); "
                          f"send them with: {upload_command(results_dir)}")

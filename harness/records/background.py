@@ -1,6 +1,7 @@
-"""A single run's record sent to MLflow by a detached process, so the command returns once the record is on disk
-(opening a store and logging a run take seconds). The record stays in ``pending/`` until the store has it: a
-failed or killed upload loses nothing (``python -m harness.upload`` sends it later, as it would after a crash).
+"""A single run's record, or a sweep's end batch, sent to MLflow by a detached process, so the command returns once
+the records are on disk (importing MLflow, opening a store and logging runs take seconds). A record stays in
+``pending/`` until the store has it: a failed or killed upload loses nothing (``python -m harness.upload`` sends it
+later, as it would after a crash).
 
 The uploader holds a lock on its results folder from before it starts until it ends, and a run waits for it
 before measuring, so its CPU work never runs beside a measurement. What it could not do (a store it could not
@@ -22,19 +23,21 @@ LOCK = ".uploading"  # in records/: held by a background upload
 LOG = "upload.log"  # in records/: what a background upload printed (a store it could not write, say)
 
 
-def start(results_dir: str | Path, run_id: str) -> int:
-    """Start the detached upload of the pending record ``run_id``; returns its pid. The lock is taken here, before
-    the process exists, and handed to it, so a run that starts next cannot miss it."""
+def start(results_dir: str | Path, *what: str) -> int:
+    """Start the detached ``python -m harness.upload`` of ``what`` (``--only RUN_ID``: one pending record;
+    ``--sweep ID``: a sweep's end batch); returns its pid. The lock is taken here, before the process exists, and
+    handed to it, so a run that starts next cannot miss it."""
     folder = records_dir(results_dir)
     lock = _open(folder)
     if lock is None:  # the caller logs the record itself
         raise OSError(f"cannot open {folder / LOCK}")
     env = {k: v for k, v in os.environ.items() if k != "HARNESS_DEBUG"}  # its lines read as the next run shows them
+    env["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"  # MLflow's "View run ... at: <server>" per closed run
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier upload still running: this one follows it
         with open(folder / LOG, "a") as log:
             proc = subprocess.Popen([sys.executable, "-m", "harness.upload", "--results-dir", str(results_dir),
-                                     "--only", run_id], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                     *what], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                     start_new_session=True, pass_fds=(lock,), close_fds=True)
     finally:
         os.close(lock)  # the child's copy keeps the lock until it exits

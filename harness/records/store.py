@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..config import ConfigError
@@ -61,6 +61,16 @@ def ensure(uri: str) -> None:
         if problem:
             raise StoreError(problem)
     _complete.add(str(db))
+
+
+def file_problem(uri: str) -> str | None:
+    """What :func:`ensure` would refuse in a local store, as far as the file alone tells (a schema never finished,
+    a file that is no store), without importing MLflow; a schema at another revision than this MLflow's is
+    found by the upload that opens it. None for a server, a store not made yet, or a complete-looking file."""
+    db = sqlite_path(uri)
+    if db is None or not db.exists() or db.stat().st_size == 0 or _tables(db) == set():
+        return None
+    return schema_problem(db, head=lambda: None)
 
 
 def _create(db: Path) -> None:
@@ -112,8 +122,9 @@ def _tables(db: Path) -> set[str] | None:
         return None
 
 
-def schema_problem(db: Path) -> str | None:
-    """What is wrong with an existing store file, with the fix; None if it is complete."""
+def schema_problem(db: Path, head: Callable[[], str | None] | None = None) -> str | None:
+    """What is wrong with an existing store file, with the fix; None if it is complete. ``head``: where this
+    MLflow's schema revision comes from (default: MLflow, imported; None from it accepts any revision)."""
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
@@ -126,11 +137,11 @@ def schema_problem(db: Path) -> str | None:
     except sqlite3.Error as exc:
         return (f"{db} is not an MLflow store ({exc}); move it aside (mv {db} {db}.broken) and run again: "
                 f"a new store is made, and the records kept in pending/ are logged to it")
-    head = head_revision()
-    if revision is not None and (head is None or revision == head):
+    latest = None if revision is None else (head or head_revision)()
+    if revision is not None and (latest is None or revision == latest):
         return None
     what = ("its schema was never finished (no schema revision)" if revision is None
-            else f"its schema is at revision {revision}, this MLflow writes {head}")
+            else f"its schema is at revision {revision}, this MLflow writes {latest}")
     backup = f"back it up first: it holds {runs} run(s); " if runs else ""
     fix = (f"{backup}`mlflow db upgrade sqlite:///{db}` finishes it; if that fails, move it aside "
            f"(mv {db} {db}.broken) and run again: a new store is made, and the records kept in pending/ go to it")

@@ -318,7 +318,8 @@ def job_entries(results_dir: str | Path, sweep_id: str, attempt: str | None = No
 
 def log_parent(results_dir: str | Path, state: dict[str, Any], t: Any, parent: str) -> None:
     """The sweep's table on its MLflow parent run (tracker ``t``), so the parent reads at a glance: a metric
-    per finished job (``median_ms/<the job's swept values>``) and the sweep's overrides as params."""
+    per finished job (``median_ms/<the job's swept values>``), the load-aware launcher's summary
+    (``launcher/*``) and the sweep's overrides as params."""
     from mlflow.entities import Metric, Param
 
     sweep_id = state["sweep_id"]
@@ -332,6 +333,12 @@ def log_parent(results_dir: str | Path, state: dict[str, Any], t: Any, parent: s
             label = " ".join(f"{k}:{given[k]}" for k in keys if k in given) or str(e.get("run_name"))
             safe = "".join(c if c.isalnum() or c in "_-. :/" else "_" for c in label)[:200]
             metrics.append(Metric(f"median_ms/{safe}", float(e["latency_median_ms"]), now, 0))
+    launcher = state.get("launcher")  # the load-aware launcher's makespan and device use
+    if launcher:
+        values = {"launcher/makespan_s": launcher["makespan_s"], "launcher/wait_s": launcher["wait_s"],
+                  "launcher/work_s": launcher.get("work_s", 0.0)}
+        values.update({f"launcher/device{d}_utilization": u for d, u in enumerate(launcher["device_utilization"])})
+        metrics += [Metric(k, float(v), now, 0) for k, v in values.items()]
     command = str(state.get("sweep_command", ""))
     params = [Param(k.lstrip("+~")[:250], v[:MAX_PARAM_LEN])
               for k, _, v in (o.partition("=") for o in command.split() if "=" in o)]

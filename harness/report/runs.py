@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import ConfigError
 from ..models import MODEL_KEYS, model_label
-from ..records import sweeps
+from ..records import background, sweeps
 from ..records.tracking import Tracker, mlflow_available
 from .layouts import LAYOUTS
 
@@ -114,8 +114,11 @@ def find_sweeps(results_dir: str | Path, names: list[str]) -> list[dict[str, Any
 
 
 def tracker_of(results_dir: str | Path, state: dict[str, Any] | None = None):
+    """The sweep's store, once a background upload into it from this folder has ended (it may be sending the
+    very runs and parent asked for); None without MLflow or where the store is down or not made yet."""
     if not mlflow_available():
         return None
+    background.wait(results_dir, take_log=False)
     uri, experiment = sweeps.store_of(results_dir, state)
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():
         return None  # never create a store just to look into it
