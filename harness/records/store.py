@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..config import ConfigError
@@ -54,7 +54,7 @@ def ensure(uri: str) -> None:
         return
     for stale in db.parent.glob(f".{db.name}.*.creating*"):  # made by a process killed while creating, and
         stale.unlink(missing_ok=True)  # sqlite's journal of it (under the lock: no other process is making one now)
-    if not db.exists() or db.stat().st_size == 0 or _tables(db) == set():  # nothing written yet
+    if _unwritten(db):
         _create(db)
     else:
         problem = schema_problem(db)
@@ -68,9 +68,14 @@ def file_problem(uri: str) -> str | None:
     a file that is no store), without importing MLflow; a schema at another revision than this MLflow's is
     found by the upload that opens it. None for a server, a store not made yet, or a complete-looking file."""
     db = sqlite_path(uri)
-    if db is None or not db.exists() or db.stat().st_size == 0 or _tables(db) == set():
+    if db is None or _unwritten(db):
         return None
-    return schema_problem(db, head=lambda: None)
+    return schema_problem(db, any_revision=True)
+
+
+def _unwritten(db: Path) -> bool:
+    """Nothing of a store written yet: no file, an empty one, or no tables (:func:`ensure` makes it)."""
+    return not db.exists() or db.stat().st_size == 0 or _tables(db) == set()
 
 
 def _create(db: Path) -> None:
@@ -122,9 +127,9 @@ def _tables(db: Path) -> set[str] | None:
         return None
 
 
-def schema_problem(db: Path, head: Callable[[], str | None] | None = None) -> str | None:
-    """What is wrong with an existing store file, with the fix; None if it is complete. ``head``: where this
-    MLflow's schema revision comes from (default: MLflow, imported; None from it accepts any revision)."""
+def schema_problem(db: Path, any_revision: bool = False) -> str | None:
+    """What is wrong with an existing store file, with the fix; None if it is complete. ``any_revision``: a
+    finished schema at any revision is complete (MLflow, which knows its own, is not imported)."""
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
@@ -137,7 +142,7 @@ def schema_problem(db: Path, head: Callable[[], str | None] | None = None) -> st
     except sqlite3.Error as exc:
         return (f"{db} is not an MLflow store ({exc}); move it aside (mv {db} {db}.broken) and run again: "
                 f"a new store is made, and the records kept in pending/ are logged to it")
-    latest = None if revision is None else (head or head_revision)()
+    latest = None if revision is None or any_revision else head_revision()
     if revision is not None and (latest is None or revision == latest):
         return None
     what = ("its schema was never finished (no schema revision)" if revision is None
