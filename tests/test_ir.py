@@ -127,3 +127,48 @@ def test_error_bad_attributes():
 def test_from_dict_rejects_foreign_json():
     with pytest.raises(GraphError, match="not an ios_core graph"):
         Graph.from_dict({"name": "x"})
+
+
+def test_users_follow_the_mutation_api():
+    g = small_graph()  # 1 = conv(x), 2 = conv(x), 3 = sep(1+2), 4 = concat(3, 1[2:6])
+    assert [u.name for u in g.users("1")] == ["3", "4"]
+    assert [u.name for u in g.users("0")] == ["1", "2"]
+    three = g.node("3")
+    g.set_inputs(three, [[Value("1", 0, 8)]])  # 3 no longer reads 2; 2 is then a dead end
+    assert [u.name for u in g.users("2")] == []
+    with pytest.raises(GraphError, match="its output is never used"):
+        g.lint()
+    g.set_inputs(three, [[Value("1", 0, 8), Value("2", 0, 8)]])
+    g.lint()
+    with pytest.raises(GraphError, match="node 2: cannot be erased, still read by 3"):
+        g.erase(["2"])
+    with pytest.raises(GraphError, match="node 4: ends a block"):
+        g.erase(["4"])
+
+
+def test_replace_and_erase_keep_index_users_and_parts():
+    g = small_graph()
+    g.blocks[0].parts = [["1", "2"], ["3", "4"]]
+    g.lint()
+    old = g.node("2")
+    new = Conv(name="2b", inputs=[[Value("0", 0, 8)]], out_channels=8, kernel=(1, 1), act="sigmoid",
+               weight=old.weight, bias=old.bias)
+    g.replace_node(old, new)
+    assert g.node("2b") is new and [u.name for u in g.users("2b")] == ["3"] and g.users("2") == []
+    assert g.node("3").inputs == [[Value("1", 0, 8), Value("2b", 0, 8)]]
+    assert g.blocks[0].parts == [["1", "2b"], ["3", "4"]]
+    g.lint()
+    readers = g.replace_all_uses_with("2b", "1")  # 3 reads 1 twice; 2b is left unread
+    assert [r.name for r in readers] == ["3"] and g.users("2b") == []
+    g.erase(["2b"])
+    assert [n.name for n in g.nodes()] == ["0", "1", "3", "4"] and g.blocks[0].parts == [["1"], ["3", "4"]]
+    with pytest.raises(GraphError, match="no node named '2b'"):
+        g.node("2b")
+    g.lint()
+
+
+def test_lint_finds_an_input_edited_directly():
+    g = small_graph()
+    g.node("3").inputs = [[Value("1", 0, 8)]]
+    with pytest.raises(GraphError, match=r"node 2: read by \[\] but tracked as read by \['3'\]"):
+        g.lint()

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .nodes import NODE_KINDS, GraphError, Node, Placeholder, Sequential, Shape, Term, Value
+from .uses import UseTracking, readers_of
 
 FORMAT = "ios_core.graph/1"
 
@@ -32,8 +33,10 @@ class Block:
         return self.nodes[-1]
 
 
-class Graph:
-    """A CNN as a chain of blocks; block i's exit is block i+1's enter."""
+class Graph(UseTracking):
+    """A CNN as a chain of blocks; block i's exit is block i+1's enter. Edited through the use-tracking API
+    (:mod:`ios_core.ir.uses`: ``users``, ``set_inputs``, ``replace_node``, ``replace_all_uses_with``, ``erase``,
+    ``lint``)."""
 
     def __init__(self, name: str, input: Placeholder, blocks: list[Block]):
         self.name = name
@@ -41,6 +44,7 @@ class Graph:
         self.blocks = blocks
         self._index: dict[str, Node] = {}
         self._in_shapes: dict[str, Shape] = {}
+        self._users: dict[str, dict[str, Node]] = {}
         self.infer_shapes()
 
     # -- access ----------------------------------------------------------------
@@ -120,6 +124,7 @@ class Graph:
                                      f"exactly once")
             enter = block.exit.name
         self._index, self._in_shapes = index, in_shapes
+        self._users = readers_of(n for b in self.blocks for n in b.nodes)
 
     def _check_cycles(self) -> None:
         deps = {n.name: [v.node for t in n.inputs for v in t] for b in self.blocks for n in b.nodes}

@@ -58,5 +58,5 @@ def apply_passes(graph: Graph, names: Iterable[str]) -> tuple[Graph, dict[str, i
     if out is not graph:
         if not any(counts.values()):
             return graph, counts
-        out.infer_shapes()
+        out.lint()  # the passes edited it through the use-tracking API: the tracking and the structure hold
     return out, counts

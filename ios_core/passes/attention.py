@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir import Graph
 from ..ir.nodes import Node, Op, Value
-from .users import block_exits, consumers, drop, whole
+from .users import block_exits, whole
 
 
 def _scalar(node: Node) -> float | None:
@@ -26,7 +26,6 @@ def _scalar(node: Node) -> float | None:
 
 
 def run(graph: Graph) -> int:
-    users = consumers(graph)
     exits = block_exits(graph)
     nodes = {n.name: n for n in graph.nodes()}
 
@@ -35,7 +34,7 @@ def run(graph: Graph) -> int:
         if len(term) != 1 or term[0].node not in nodes:
             return None
         node = nodes[term[0].node]
-        if node.name in exits or users.get(node.name) != [reader] or not whole(term, node):
+        if node.name in exits or graph.users(node) != [reader] or not whole(term, node):
             return None
         return node
 
@@ -74,11 +73,11 @@ def run(graph: Graph) -> int:
             else:
                 sides.append(term)
         out.op, out.params = "attention", {"scale": scale}
-        out.inputs = [*sides, out.inputs[1]]
+        graph.set_inputs(out, [*sides, out.inputs[1]])
         out.args = ("x0", "x1", "x2", *(("k0",) if mask is not None else ()))
         out.consts = [mask] if mask is not None else []
         out.const_shapes = [tuple(np.asarray(mask).shape)] if mask is not None else []
         out.hint = out.hint or "Attention"
-        drop(graph, {n.name for n in absorbed})
+        graph.erase(absorbed)
         done += 1
     return done

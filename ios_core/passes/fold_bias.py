@@ -13,7 +13,6 @@ import numpy as np
 
 from ..ir import Graph, Sequential
 from ..ir.nodes import Conv, Value
-from .users import consumers
 
 
 def _foldable(a: object, b: object) -> bool:
@@ -38,10 +37,9 @@ def run(graph: Graph) -> int:
                     if _foldable(a, b):
                         _fold(a, b)  # type: ignore[arg-type]
                         done += 1
-    users = consumers(graph)
     for block in graph.blocks:
         for a in block.nodes:
-            readers = users.get(a.name, [])
+            readers = graph.users(a)
             if len(readers) != 1 or not isinstance(a, Conv):
                 continue
             b = readers[0]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..ir import Graph
 from ..ir.nodes import Activation, Element, Identity, Node, Op, Term
-from .users import block_exits, consumers, drop, whole
+from .users import block_exits, whole
 
 
 def _sum(node: Node) -> bool:
@@ -58,13 +58,13 @@ def _reads(node: Node) -> list[Term]:
     return [[v] for v in node.inputs[0]] if isinstance(node, Element) or _sum(node) else node.inputs
 
 
-def _read_whole(node: Node, users: dict[str, list[Node]]) -> bool:
+def _read_whole(node: Node, graph: Graph) -> bool:
     """Every operand that reads ``node`` reads its whole output alone (no slice, no sum)."""
-    return all(whole(t, node) for u in users.get(node.name, []) for t in _reads(u)
+    return all(whole(t, node) for u in graph.users(node) for t in _reads(u)
                if any(v.node == node.name for v in t))
 
 
-def _group(sink: Node, nodes: dict[str, Node], users: dict[str, list[Node]], exits: set[str]) -> list[Node]:
+def _group(sink: Node, nodes: dict[str, Node], graph: Graph, exits: set[str]) -> list[Node]:
     """The members of the group that ends at ``sink``: grown through pointwise producers read whole whose
     readers are all members already, until nothing more joins."""
     members = {sink.name: sink}
@@ -75,7 +75,7 @@ def _group(sink: Node, nodes: dict[str, Node], users: dict[str, list[Node]], exi
             for term in _reads(m):
                 p = nodes.get(term[0].node) if len(term) == 1 else None
                 if (p is None or p.name in members or not _joins(p) or p.name in exits
-                        or not _read_whole(p, users) or any(u.name not in members for u in users.get(p.name, []))):
+                        or not _read_whole(p, graph) or any(u.name not in members for u in graph.users(p))):
                     continue
                 members[p.name] = p
                 grown = True
@@ -119,7 +119,6 @@ def _fused(members: list[Node], order: dict[str, int]) -> Op:
 
 
 def run(graph: Graph) -> int:
-    users = consumers(graph)
     exits = block_exits(graph)
     nodes = {n.name: n for n in graph.nodes()}
     order = {name: i for i, name in enumerate(nodes)}
@@ -128,13 +127,12 @@ def run(graph: Graph) -> int:
     for sink in reversed(list(nodes.values())):
         if sink.name in taken or not _joins(sink):
             continue
-        members = _group(sink, nodes, users, exits)
+        members = _group(sink, nodes, graph, exits)
         taken.update(m.name for m in members)
         if len(members) < 2 or all(_plain(m) for m in members):
             continue
         fused = _fused(members, order)
-        for block in graph.blocks:
-            block.nodes = [fused if n is sink else n for n in block.nodes]
-        drop(graph, {m.name for m in members if m is not sink})
+        graph.replace_node(sink, fused)
+        graph.erase(m for m in members if m is not sink)
         done += 1
     return done

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir import Graph
 from ..ir.nodes import Conv, Pool, Value
-from .users import block_exits, consumers
+from .users import block_exits
 
 
 def _pool_ok(p: Pool) -> bool:
@@ -28,7 +28,6 @@ def _conv_ok(c: Conv, p: Pool) -> bool:
 
 
 def run(graph: Graph) -> int:
-    users = consumers(graph)
     exits = block_exits(graph)
     done = 0
     for block in graph.blocks:
@@ -36,7 +35,7 @@ def run(graph: Graph) -> int:
         for p in block.nodes:
             if not isinstance(p, Pool) or not _pool_ok(p) or p.name in exits:
                 continue
-            readers = users.get(p.name, [])
+            readers = graph.users(p)
             if len(readers) != 1 or not isinstance(readers[0], Conv) or not _conv_ok(readers[0], p):
                 continue
             c = readers[0]
@@ -46,12 +45,9 @@ def run(graph: Graph) -> int:
             kh, kw = p.kernel
             c.weight = np.repeat(np.repeat(c.weight / (kh * kw), kh, axis=2), kw, axis=3).astype(np.float32)
             c.kernel, c.padding = (kh, kw), p.padding
-            c.inputs = [list(t) for t in p.inputs]
+            graph.set_inputs(c, p.inputs)
             c.hint = c.hint or "PoolConv"
             removed.add(p.name)
             done += 1
-        if removed:
-            block.nodes = [n for n in block.nodes if n.name not in removed]
-            if block.parts:
-                block.parts = [[x for x in part if x not in removed] for part in block.parts]
+        graph.erase(removed)
     return done
