@@ -28,7 +28,6 @@ from ..records.tracking import (
     records_dir,
     store_of,
     upload_command,
-    write_json,
 )
 from . import sweep_table
 
@@ -190,7 +189,5 @@ def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state
     """The load-aware launcher's makespan and device use into the sweep's state (as just ended), which the parent
     run's metrics are made from (nothing for other launchers)."""
     summary = read_summary(config.hydra.sweep.dir)
-    if summary is None or not state:
-        return
-    state["launcher"] = summary
-    write_json(sweeps.sweep_dir(results_dir, info["sweep_id"]) / "sweep.json", state)
+    if summary is not None and state:
+        state.update(sweeps.add_launcher_summary(results_dir, info["sweep_id"], summary) or {})

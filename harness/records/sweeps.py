@@ -120,6 +120,17 @@ def end(results_dir: str | Path, sweep_id: str, status: str | None = None,
     return state
 
 
+def add_launcher_summary(results_dir: str | Path, sweep_id: str, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The load-aware launcher's makespan and device use into the sweep's state, which the parent run's metrics
+    are made from; the state as written (None for a sweep with none)."""
+    state = read_state(results_dir, sweep_id)
+    if state is None:
+        return None
+    state["launcher"] = summary
+    write_json(sweep_dir(results_dir, sweep_id) / "sweep.json", state)
+    return state
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

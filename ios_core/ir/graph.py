@@ -6,31 +6,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .block import Block
 from .nodes import NODE_KINDS, GraphError, Node, Placeholder, Sequential, Shape, Term, Value
 from .uses import UseTracking, readers_of
 
 FORMAT = "ios_core.graph/1"
-
-
-@dataclass(eq=False)
-class Block:
-    """Nodes between an enter node (not part of the block) and the exit node (the last
-    node, the block's single sink). ``parts`` optionally splits the nodes into DP
-    sub-problems (NASNet: one per cell)."""
-
-    enter: str
-    nodes: list[Node] = field(default_factory=list)
-    parts: list[list[str]] | None = None
-
-    @property
-    def exit(self) -> Node:
-        return self.nodes[-1]
 
 
 class Graph(UseTracking):

@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .block import Block
 from .nodes import GraphError, Node, Term, Value
-
-if TYPE_CHECKING:
-    from .graph import Block
 
 
 def _producers(node: Node) -> set[str]:
