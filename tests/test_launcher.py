@@ -191,6 +191,34 @@ def test_exclusive_through_the_broker_process_interface(monkeypatch):
         server.stop_event.set()
 
 
+def test_a_span_counts_only_the_part_of_a_pause_inside_it(monkeypatch):
+    """A job stopped by a pause just before its optimization began (here: 0.3 s before) has only the pause's
+    part inside the span left out of its cost; two separate readings of its waits took the whole pause out,
+    and CI saw a cost 1 s short of its work."""
+    broker, server, address = leases.serve(devices=1, cpu_workers=2, pause=True)
+    try:
+        monkeypatch.setenv(leases.ENV_ADDRESS, address)
+        monkeypatch.setenv(leases.ENV_JOB, "a")
+        broker.start("a")
+        broker.start("b")
+        broker.enter_exclusive("b")  # "b" measures: "a", in its CPU phase, is paused
+        time.sleep(0.3)
+        span = leases.OwnTime()
+        time.sleep(0.2)
+        broker.leave_exclusive("b")  # the pause ends 0.2 s into the span
+        time.sleep(0.2)
+        own, waited = span.stop()
+        assert waited == pytest.approx(0.2, abs=0.08) and own == pytest.approx(0.2, abs=0.08)
+        assert broker.stats("a")["paused_s"] >= 0.5  # the whole pause is still the launcher's
+    finally:
+        server.stop_event.set()
+    monkeypatch.delenv(leases.ENV_ADDRESS)
+    span = leases.OwnTime()  # outside the launcher: wall time, no waits
+    time.sleep(0.05)
+    own, waited = span.stop()
+    assert waited == 0.0 and own >= 0.05
+
+
 @pytest.mark.parametrize("times_in_prepare", [True, False])
 def test_a_backend_that_times_while_preparing_holds_its_device_for_it(monkeypatch, bench_cfg, times_in_prepare):
     """Engine builds and autotuners time kernels in prepare (and cuDNN in the first call): such a

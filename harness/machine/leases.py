@@ -341,6 +341,15 @@ class Broker:
                     "started_s": j.started, "ended_s": j.ended, "spans": list(j.spans),
                     "cpu_jobs_beside": list(j.beside), "pause": self.pause, "paused_s": j.paused_s}
 
+    def clock(self, job: str) -> tuple[float, float]:
+        """Now and the job's waits so far, read together (a pause in force counted up to now): a span's own
+        time is the difference of two readings, and a pause just outside the span stays out of it."""
+        with self.cond:
+            now, j = self._now(), self.jobs.get(job)
+            if j is None:
+                return now, 0.0
+            return now, j.wait_s + (now - j.paused_since if j.paused else 0.0)
+
     def snapshot(self) -> dict[str, Any]:
         """Every job's state now, for the progress display."""
         with self.cond:
@@ -546,6 +555,30 @@ def job_stats() -> dict[str, Any]:
     with contextlib.suppress(KeyError, ValueError):
         stats["gpu"] = json.loads(os.environ[ENV_GPU])
     return stats
+
+
+class OwnTime:
+    """A span of the job's own work: its wall time less the load-aware launcher's waits within it (queued for
+    a device or a CPU slot, stopped by a pause), so a cost means the same alone and in a sweep. Both ends are
+    read by the broker at once: a pause that began just before the span, or just after it, is not counted in
+    it (CI saw an optimization cost 1 s short of its work when the snapshots were taken apart). Outside the
+    launcher it is plain wall time."""
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float]:
+        broker = _client()
+        if broker is None:
+            return time.perf_counter(), 0.0
+        return tuple(broker.clock(os.environ[ENV_JOB]))  # type: ignore[return-value]
+
+    def stop(self) -> tuple[float, float]:
+        """(own seconds, seconds waited) since the span began."""
+        end = self._read()
+        waited = end[1] - self._start[1]
+        return end[0] - self._start[0] - waited, waited
 
 
 def read_summary(hydra_sweep_dir: str | Path) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from ..config import RunnerConfig
 from ..lifecycle import THIS
 from ..machine import cpus, environment, leases
 from ..machine.clocks import ClockSampler, load_nvml, nvml_index
-from ..machine.leases import exclusive, job_stats
+from ..machine.leases import OwnTime, exclusive
 from ..machine.usage import UsageMeter
 from ..models import FormError, Model
 from ..plugins import check_runnable
@@ -276,14 +276,13 @@ def _prepare(spec: RunSpec, metrics: dict[str, float]) -> _Prepared:
     cfg, device, backend_cls = spec.cfg, spec.device, spec.backend
     check_runnable(backend_cls, device, ready=False)  # the backend's own prepare says what else it lacks
     model = Model(spec.model, cfg.batch, cfg.runner.seed)
-    t, waited = time.perf_counter(), job_stats().get("wait_s", 0.0)
+    span = OwnTime()
     try:
         with Heartbeat(f"model {model.name} for {backend_cls.name}"):
             form = model.take(backend_cls.forms)
     except FormError as exc:
         raise BackendError(f"backend {backend_cls.name} cannot take {model.name}: {exc}") from None
-    # a pause of the load-aware launcher's (a device measured meanwhile) is not the model's time
-    metrics["model_build_s"] = time.perf_counter() - t - (job_stats().get("wait_s", 0.0) - waited)
+    metrics["model_build_s"] = span.stop()[0]  # a pause of the load-aware launcher's is not the model's time
     batch, precision = cfg.batch, spec.precision
     if not cfg.backend.store:  # schedules, cost caches, tuning databases: under the run's results folder
         cfg.backend.store = str(cfg.tracking.results_dir)
@@ -296,15 +295,12 @@ def _prepare(spec: RunSpec, metrics: dict[str, float]) -> _Prepared:
     # a backend that autotunes while preparing holds its device for it (load-aware launcher; no-op elsewhere)
     hold = exclusive(lane=False) if backend_cls.times_in_prepare else contextlib.nullcontext()  # its CPU work too
     with hold:
-        waited = job_stats().get("wait_s", 0.0)  # the load-aware launcher's waits so far (none elsewhere)
-        t = time.perf_counter()
+        span = OwnTime()
         with Heartbeat(f"prepare {backend.label()} {model.name}", enabled=not backend_cls.shows_progress):
             prep = backend.prepare(model, batch, device, precision)
-        elapsed = time.perf_counter() - t
         # time queued for the device or a CPU slot while preparing is not the backend's cost: alone and in a
         # sweep the cost means the same; the wait is recorded beside it
-        waited = job_stats().get("wait_s", 0.0) - waited
-        metrics["optimization_cost_s"] = elapsed - waited
+        metrics["optimization_cost_s"], waited = span.stop()
         if waited > 0:
             metrics["launcher_prepare_wait_s"] = waited
         metrics.update(prep.metrics)
