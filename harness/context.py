@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from .lifecycle import Sweep
 from .machine.leases import ENV_JOB
 from .records.record import Record
 from .records.sweeps import DELIVER_AT_END
@@ -103,3 +104,24 @@ def context(spec: RunSpec, job: SweepJob | None, run_name: str, quiet: bool, bac
                 "experiment": tr["experiment"], **(job.info if job is not None else {})}
     return RunContext(spec, MappingProxyType(tracking), job, run_name, quiet, launched_apart(),
                       bool(os.environ.get(ENV_JOB)), background and job is None and bool(tr.get("background")))
+
+
+@dataclass(frozen=True)
+class SweepEnd:
+    """A multirun Hydra has ended, as :func:`~harness.hookspecs.harness_sweep_finished` sees it, resolved once by
+    the sweep's callback. ``sweep`` is this process's handle on it, which the plugins update in the hook's order:
+    the journal ends it (``ended``, ``failed`` counted), MLflow says whether a detached upload took its end batch
+    (``sending``), the console shows it."""
+
+    sweep: Sweep
+    tracking: Mapping[str, Any]  # enabled, uri, experiment, background
+    baseline: str  # sweep.baseline: what the table's speed-ups are over
+    hydra_dir: str  # Hydra's sweep folder (the load-aware launcher's summary is there)
+
+    @property
+    def results_dir(self) -> str:
+        return self.sweep.results_dir
+
+    @property
+    def sweep_id(self) -> str:
+        return self.sweep.sweep_id

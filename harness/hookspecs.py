@@ -27,6 +27,10 @@ its :class:`harness.records.record.Record` as ``record``):
 3. :func:`harness_run_finished` - plugins show and send it (a reused record comes here too, ``skipped`` set);
 4. :func:`harness_run_stopped` - only for a run a signal interrupted (``record.stopped_by``).
 
+**A sweep's end.** When Hydra has run every job of a multirun, :func:`harness_sweep_finished` gets the sweep as a
+:class:`harness.context.SweepEnd` (the journal ends its state, MLflow sends its records in one batch, the console
+prints its table), in the process that started it, whichever launcher ran the jobs.
+
 The built-in ones (:mod:`harness.builtin`: the sweep journal, the JSON records, the console, MLflow) are
 registered as any other plugin; ``HARNESS_BLOCK_PLUGINS=mlflow`` (comma-separated names) leaves one out, as
 pytest's ``-p no:NAME`` does. A run never raises ``SystemExit``: the CLI turns a stopped run into its exit code.
@@ -92,4 +96,14 @@ def harness_run_finished(run: Any, record: Any) -> None:
 def harness_run_stopped(run: Any, record: Any) -> None:
     """A signal interrupted the run (``record.stopped_by``; status KILLED) and its record is kept: the sweep
     journal ends a sweep this process runs KILLED (Hydra skips its end), the console says where the record is."""
+    raise NotImplementedError
+
+
+@hookspec
+def harness_sweep_finished(sweep: Any) -> None:
+    """Every job of the sweep ran (or was reused or skipped); ``sweep`` is a :class:`harness.context.SweepEnd`. The
+    journal ends the sweep's state first (``tryfirst``: its status, failed jobs counted, the load-aware launcher's
+    summary added), then MLflow gets the sweep's records in one batch (a detached upload where
+    ``tracking.background``; ``sweep.sweep.sending`` says so), then the console prints the table and what to run
+    next (``trylast``). Not called for a sweep a signal ended (:func:`harness_run_stopped` ends it KILLED)."""
     raise NotImplementedError

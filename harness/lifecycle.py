@@ -28,6 +28,7 @@ class Sweep:
     sweep_id: str
     ended: bool = False
     failed: int = 0  # jobs that did not finish, counted when the sweep ended
+    sending: bool = False  # its end batch went to a detached upload (the console does not open the store)
 
     def end(self, status: str) -> None:
         """End it now as ``status`` (FAILED: Hydra gave up; KILLED: a signal), if it is still

@@ -1,6 +1,7 @@
 """The plugin contract is enforced: a plugin that returns something other than a Backend
 subclass, an empty or duplicate name, or a misspelt hook is refused with one line naming it."""
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from harness import plugins
 from harness.backend import Backend, BackendError, Prepared
 from harness.hookspecs import hookimpl
 from ios_core.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 class Good(Backend):
@@ -147,6 +150,24 @@ def test_an_external_plugin_observes_every_run_in_order(bench_cfg):
                              ("start", "sample test_raise bs1 fp32 cpu", False), ("recorded", "FAILED"),
                              ("finished", "FAILED", False, True)]
     assert again.run_id == first.run_id and observer.last is failed
+
+
+def test_a_sweeps_end_is_a_hook_an_external_plugin_observes_and_the_console_a_plugin_left_out(tmp_path):
+    """A sweep's end goes through harness_sweep_finished: an external plugin sees it after the journal closed it
+    (FAILED: one failed job counted), and with the console blocked no table is printed."""
+    log = tmp_path / "seen.jsonl"
+    env = {**os.environ, "HARNESS_PLUGINS": "tests.fake_backends,tests.sweep_observer", "SWEEP_OBSERVER_LOG": str(log),
+           "HARNESS_BLOCK_PLUGINS": "console"}
+    cmd = [sys.executable, "-m", "harness", "-m", "model=sample", "backend=overhead,test_raise", "runner=quick",
+           "device=cpu", "tracking=off", f"tracking.results_dir={tmp_path}", "sweep.baseline=backend:overhead"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 1, done.stderr[-2000:]  # a job failed
+    (seen,) = [json.loads(line) for line in log.read_text().splitlines()]
+    state = json.loads(next((tmp_path / "records" / "sweeps").glob("*/sweep.json")).read_text())
+    assert seen == {"sweep_id": state["sweep_id"], "ended": True, "failed": 1, "status": "FAILED",
+                    "baseline": "backend:overhead",
+                    "tracking": {"enabled": False, "uri": "", "experiment": "harness", "background": True}}
+    assert "┏" not in done.stdout and "report: python -m harness.report" not in done.stdout  # no console
 
 
 def test_mlflow_is_a_plugin_a_user_can_leave_out(tmp_path):

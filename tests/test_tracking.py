@@ -342,9 +342,9 @@ def test_an_upload_waits_for_a_background_one_and_a_failed_background_upload_say
 def test_a_sweeps_batch_waits_for_a_delivery_under_way(bench_cfg, tmp_path):
     """A sweep's end batch and a job sending its own record (SLURM's, launched apart) at once made two MLflow runs
     of one record: the store's look-up-then-create is not atomic. Every delivery holds the folder's lock."""
-    from omegaconf import OmegaConf
-
-    from harness.multirun.callbacks import _send
+    from harness.builtin import mlflow_delivery
+    from harness.context import SweepEnd
+    from harness.lifecycle import Sweep
     from harness.records.sweeps import DELIVER_AT_END
     from harness.records.tracking import default_uri
 
@@ -363,8 +363,8 @@ time.sleep(3)
 print(pathlib.Path({str(pending)!r}).exists(), flush=True)
 """], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
-    _send(OmegaConf.create({"tracking": {"enabled": True, "uri": None, "experiment": "harness"}}),
-                   str(results), "s1")
+    tracking = {"enabled": True, "uri": None, "experiment": "harness", "background": False}  # sent before it returns
+    mlflow_delivery.harness_sweep_finished(SweepEnd(Sweep(str(results), "s1"), tracking, "", str(tmp_path)))
     assert holder.stdout.readline().strip() == "True" and not pending.exists()  # sent once the lock was let go
     holder.wait()
     client = mlflow.tracking.MlflowClient(default_uri(results))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import signal
 import sys
 
-from ..context import RunContext
+from ..context import RunContext, SweepEnd
 from ..hookspecs import hookimpl
+from ..multirun import sweep_table
 from ..records.record import Record
 from ..records.tracking import known_experiment, mlflow_available, records_dir, runs_link, store_of
 
@@ -69,3 +70,11 @@ def _pct(key: str) -> float:
         return float(key[len("latency_p"):-len("_ms")].replace("_", "."))
     except ValueError:
         return 0.0
+
+
+@hookimpl(trylast=True)
+def harness_sweep_finished(sweep: SweepEnd) -> None:
+    """The end-of-sweep table, then what to run next (the MLflow UI, an upload of what is pending, the report)."""
+    sweep_table.print_table(sweep.results_dir, sweep.sweep_id, sweep.baseline)
+    for line in sweep_table.where_to_look(sweep.results_dir, sweep.sweep_id, sending=sweep.sweep.sending):
+        print(line, flush=True)

@@ -1,10 +1,12 @@
 """The sweep journal as a run plugin: a rerun of a sweep reuses a job an earlier attempt finished, each job's
-outcome is entered in its sweep's index, and a sweep this process runs ends KILLED when a signal stops a job."""
+outcome is entered in its sweep's index, a sweep this process runs ends KILLED when a signal stops a job, and a
+sweep Hydra has ended is closed (its status, its failed jobs counted, the load-aware launcher's summary added)."""
 
 from __future__ import annotations
 
-from ..context import RunContext
+from ..context import RunContext, SweepEnd
 from ..hookspecs import hookimpl
+from ..machine.leases import read_summary
 from ..records import faults, sweeps
 from ..records.record import Record
 
@@ -35,3 +37,15 @@ def harness_run_recorded(run: RunContext, record: Record) -> None:
 def harness_run_stopped(run: RunContext, record: Record) -> None:
     if run.sweep is not None and not run.launched_apart:  # Hydra skips its end-of-sweep callback
         sweeps.close(run.results_dir, dict(run.tracking), "KILLED")
+
+
+@hookimpl(tryfirst=True)
+def harness_sweep_finished(sweep: SweepEnd) -> None:
+    state = sweeps.end(sweep.results_dir, sweep.sweep_id) or {}
+    sweep.sweep.ended = True
+    faults.point("sweep.ended")
+    jobs = sweeps.job_entries(sweep.results_dir, sweep.sweep_id, state.get("started"))
+    sweep.sweep.failed = sum(j["status"] not in sweeps.DONE for j in jobs)
+    summary = read_summary(sweep.hydra_dir)  # the load-aware launcher's makespan and device use (None elsewhere)
+    if summary is not None and state:
+        sweeps.add_launcher_summary(sweep.results_dir, sweep.sweep_id, summary)

@@ -1,8 +1,7 @@
 """Hydra callback: a sweep's start and end. At the start the sweep is named by its command
 (a rerun continues it), earlier sweeps whose process died are closed as KILLED, and the store is
-checked. At the end the table of jobs is printed and the sweep's records go to MLflow in one batch
-(by a detached upload where ``tracking.background``, the default; otherwise before the command
-returns, the parent run made at the start and closed FINISHED or FAILED). Cleanup that must
+checked. Its end is the plugins' (:func:`~harness.hookspecs.harness_sweep_finished`: the journal
+closes it, MLflow gets its records in one batch, the console prints the table). Cleanup that must
 survive Ctrl-C (clock reset, records, KILLED) lives in the runner, not here."""
 
 from __future__ import annotations
@@ -11,27 +10,23 @@ import json
 import sys
 import warnings
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from hydra.experimental.callback import Callback
 
 from ..config import ConfigError
+from ..context import SweepEnd
 from ..lifecycle import THIS, Sweep
 from ..machine.environment import sweep_device
-from ..machine.leases import read_summary
-from ..records import background, faults, store, sweeps
+from ..plugins import plugin_manager
+from ..records import faults, store, sweeps
 from ..records.store import StoreError
-from ..records.tracking import (
-    Tracker,
-    delivering,
-    mlflow_available,
-    records_dir,
-    store_of,
-    upload_command,
-)
-from . import sweep_table
+from ..records.tracking import Tracker, mlflow_available, store_of
 
 INFO_FILE = "harness_sweep.json"  # in Hydra's sweep dir: how each job learns its sweep
+
+
 def job_sweep_info(hydra_sweep_dir: str) -> dict[str, Any]:
     """The sweep a job belongs to, as its callback wrote it (any launcher, any process)."""
     try:
@@ -123,7 +118,7 @@ class SweepCallback(Callback):
         faults.point("sweep.started")
         self.sweep = THIS.sweep = Sweep(str(results_dir), info["sweep_id"])
         Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
-        # its jobs leave their records pending for the one batch on_multirun_end sends (job._hand_over)
+        # its jobs leave their records pending for the one batch the MLflow plugin sends at the end
         (Path(config.hydra.sweep.dir) / INFO_FILE).write_text(json.dumps({**info, "deliver": sweeps.DELIVER_AT_END}))
         if not tracking["enabled"] or not mlflow_available():
             return
@@ -149,45 +144,11 @@ class SweepCallback(Callback):
                           stacklevel=2)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        """The sweep's end as a hook (:func:`~harness.hookspecs.harness_sweep_finished`): the journal closes it,
+        MLflow sends its records, the console prints its table."""
         results_dir = config.tracking.results_dir
-        info = _identity(config)
-        state = sweeps.end(results_dir, info["sweep_id"]) or {}
-        sweep = self.sweep or Sweep(str(results_dir), info["sweep_id"])
-        sweep.ended = True
+        sweep = self.sweep or Sweep(str(results_dir), _identity(config)["sweep_id"])
         THIS.sweep = sweep
-        faults.point("sweep.ended")
-        jobs = sweeps.job_entries(results_dir, info["sweep_id"], state.get("started"))
-        sweep.failed = sum(j["status"] not in sweeps.DONE for j in jobs)
-        _launcher_summary(config, results_dir, info, state)
-        tracking = _tracking(config)
-        sending = (tracking["enabled"] and tracking["background"] and mlflow_available()
-                   and sweep_table.send_in_background(results_dir, info["sweep_id"]))
-        if not sending:
-            _send(config, results_dir, info["sweep_id"])
         baseline = str(config.get("sweep", {}).get("baseline", "") or "")
-        sweep_table.print_table(results_dir, info["sweep_id"], baseline)
-        for line in sweep_table.where_to_look(results_dir, info["sweep_id"], sending=bool(sending)):
-            print(line, flush=True)
-
-
-def _send(config: Any, results_dir: str, sweep_id: str) -> None:
-    """The sweep's records to MLflow, one batch at its end (its jobs left them pending), before the command
-    returns: one import of MLflow and one store opened, not one of each per job, and nothing of MLflow's beside
-    a measurement. A store that needs a fix, or is down, leaves them pending for ``python -m harness.upload``,
-    said in one line."""
-    if not _tracking(config)["enabled"]:
-        return
-    try:
-        with delivering(results_dir, "the sweep's records are"), background.held(results_dir):
-            sweep_table.send(results_dir, sweep_id)  # held: a job sending its own record at once is not doubled
-    except StoreError as exc:
-        print(f"error: {exc}; the sweep's records stay in {records_dir(results_dir)}/pending: run "
-              f"`{upload_command(results_dir)}` once it is fixed", file=sys.stderr)
-
-
-def _launcher_summary(config: Any, results_dir: str, info: dict[str, Any], state: dict[str, Any]) -> None:
-    """The load-aware launcher's makespan and device use into the sweep's state (as just ended), which the parent
-    run's metrics are made from (nothing for other launchers)."""
-    summary = read_summary(config.hydra.sweep.dir)
-    if summary is not None and state:
-        state.update(sweeps.add_launcher_summary(results_dir, info["sweep_id"], summary) or {})
+        end = SweepEnd(sweep, MappingProxyType(_tracking(config)), baseline, str(config.hydra.sweep.dir))
+        plugin_manager().hook.harness_sweep_finished(sweep=end)
