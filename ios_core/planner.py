@@ -30,7 +30,7 @@ from .ir import Graph
 from .options import COST_MODELS, DEFAULT_PASSES, PlanOptions
 from .passes import apply_passes
 from .runtime.insitu import PartTimer
-from .runtime.kernels import CANDIDATES_VERSION, KernelTable
+from .runtime.kernels import CANDIDATES_VERSION, KernelChoices, KernelPolicy, KernelTable
 from .runtime.layout import time_layouts
 from .runtime.model import ScheduledModel
 from .runtime.modes import RUNTIMES
@@ -123,32 +123,42 @@ class _Phases:
 
 
 class Planner:
-    """One workload's planning: the kernel table shared by the search's timings, the in-situ
-    choice and the final model; the cost models and their cache; saved schedules and layout
-    choices under ``store`` (nothing saved or reused without one)."""
+    """One workload's planning: the kernel choices (:attr:`learned`) shared by the search's timings, the in-situ
+    choice and the final model, each timing through a table under its own :class:`KernelPolicy`; the cost models
+    and their cache; saved schedules and layout choices under ``store`` (nothing saved or reused without one)."""
 
     def __init__(self, options: PlanOptions, store: Path | None = None, guard: Guard = None):
         self.options, self.store, self.guard = options, store, guard
-        self._kernels: KernelTable | None = None
-        self._remembered: CostCache | None = None  # the kernel choices kept in the store (CUDA)
+        self.learned = KernelChoices()  # every table's choices and counts, across this planner's plans
+        self._remembered: dict[str, tuple[CostCache, str]] = {}  # per GPU: its kept kernel choices, their context
 
-    def kernel_table(self, target: TorchTarget) -> KernelTable:
-        """The one table of this plan; on CUDA with a store, its choices are also kept in the store's
+    @property
+    def policy(self) -> KernelPolicy:
+        """The final model's kernel policy, from the options (the search's: its :meth:`KernelPolicy.for_search`)."""
+        o = self.options
+        return KernelPolicy(o.kernels, triton_convs=o.triton_convs, triton_depthwise=o.triton_depthwise,
+                            depthwise_cudnn=o.depthwise_cudnn, start_margin=o.depthwise_start_margin)
+
+    def kernel_table(self, target: TorchTarget, policy: KernelPolicy | None = None) -> KernelTable:
+        """A table timing on ``target`` under ``policy`` (the search's by default) with what this planner's
+        tables learned so far; on CUDA with a store, its choices are also kept in the store's
         ``cache/kernel_choices-<gpu>.json`` for every later plan (flushed by :meth:`plan`)."""
-        if self._kernels is None:
-            cuda = target.device.type == "cuda"
-            timer = kernel_timer(target, guard=self.guard) if cuda else None
-            context = ""
-            if cuda and self.store is not None:
-                self._remembered = CostCache(self.store / "cache" /
-                                             f"kernel_choices-{slug(target.device_name())}.json", value=str)
-                # fuse: cuDNN's conv+bias+ReLU; cuDNN's plans searched or its heuristic's first
-                context = self.options.key("kernel_choices", library_versions(), f"candidates {CANDIDATES_VERSION}")
-            o = self.options
-            self._kernels = KernelTable(o.kernels, timer, remembered=self._remembered, context=context,
-                                        triton_depthwise=o.triton_depthwise, start_margin=o.depthwise_start_margin,
-                                        depthwise_cudnn=o.depthwise_cudnn, compile_threads=self.compile_threads)
-        return self._kernels
+        cuda = target.device.type == "cuda"
+        timer = kernel_timer(target, guard=self.guard) if cuda else None
+        remembered, context = self._kept(target) if cuda and self.store is not None else (None, "")
+        return KernelTable(policy or self.policy.for_search(), timer, remembered=remembered, context=context,
+                           compile_threads=self.compile_threads, learned=self.learned)
+
+    def _kept(self, target: TorchTarget) -> tuple[CostCache, str]:
+        """The store's kernel choices for ``target``'s GPU, and the context they are kept under (what else a
+        choice depends on: the library versions, the candidates, the options that change a timing)."""
+        gpu = slug(target.device_name())
+        if gpu not in self._remembered:
+            assert self.store is not None
+            cache = CostCache(self.store / "cache" / f"kernel_choices-{gpu}.json", value=str)
+            context = self.options.key("kernel_choices", library_versions(), f"candidates {CANDIDATES_VERSION}")
+            self._remembered[gpu] = cache, context
+        return self._remembered[gpu]
 
     @property
     def compile_threads(self) -> int:
@@ -251,17 +261,15 @@ class Planner:
             t = time.perf_counter()
             torch.backends.cudnn.benchmark = was[0]
             use_cudnn_search(was[1])
-            if self._remembered is not None:
+            for cache, _ in self._remembered.values():
                 with contextlib.suppress(OSError):  # a cache that cannot be written fails nothing
-                    self._remembered.flush()  # the kernels timed so far serve the next plan, even after a failure
+                    cache.flush()  # the kernels timed so far serve the next plan, even after a failure
             _release()
             if plan is not None:  # part of the cost: a warm rerun's phases left 1.6 of NASNet's 4.5 s unnamed
                 plan.metrics["plan_release_s"] = time.perf_counter() - t
 
     def _plan(self, work: Workload, device: str) -> Plan:
         o = self.options
-        if self._kernels is not None:  # a plan again: the layout and the search time without the final model's
-            self._kernels.triton_convs = False  # Triton templates
         metrics: dict[str, float] = {}
         phase = _Phases(metrics)  # where the optimization cost goes, phase by phase (plan_<phase>_s)
         given = self._load(o.schedule_file, None, "schedule_file") if o.schedule_file else None
@@ -278,9 +286,9 @@ class Planner:
             with phase("layout"):
                 channels_last, layout_how, times = self.layout(searched, device, metrics)
             metrics.update({f"layout_{k}_ms": v for k, v in times.items()})
-        with phase("tables"):  # the target, the kernel table (the store's choices read) and the schedule's file
+        with phase("tables"):  # the target, the final model's kernel table (the store's choices read), the schedule
             target = TorchTarget(device, work.precision, channels_last)
-            kernels = self.kernel_table(target)
+            kernels = self.kernel_table(target, self.policy)
             path = self.schedule_path(searched, channels_last)
             foreign = self.foreign_schedule(path, work.device_name) if given is None and path is not None else None
         with phase("schedule"):
@@ -304,7 +312,6 @@ class Planner:
         if o.bounds:  # under the configured cost model, so comparable with predicted_ms
             with phase("bounds"):
                 metrics.update(self.bounds(target, work))
-        kernels.triton_convs = o.triton_convs  # only now: the search's merged convs would each autotune a template
         with phase("build"):  # the merges applied, the weights on the device, the stream program
             model = ScheduledModel(graph, sched, device, work.precision, o.runtime, channels_last, o.fuse,
                                    follow_chains=o.streams == "chains", kernels=kernels)
@@ -425,8 +432,7 @@ class Planner:
         """Record in a schedule what it runs with (graph passes, layout, each conv's kernel), so
         that a saved or exported schedule runs the same way elsewhere."""
         sched.options["passes"] = list(self.options.passes if passes is None else passes)
-        kernels = self._kernels.choices if self._kernels is not None else {}
-        sched.stats.update(channels_last=channels_last, kernels=dict(sorted(kernels.items())),
+        sched.stats.update(channels_last=channels_last, kernels=dict(sorted(self.learned.choices.items())),
                            kernel_candidates=CANDIDATES_VERSION)
 
     def save(self, sched: Schedule, work: Workload, channels_last: bool) -> Path | None:
@@ -494,7 +500,7 @@ class Planner:
         and, with ``triton_depthwise`` (and not ``depthwise_cudnn``), the Triton depthwise kernel, which the
         model will run (cuDNN's would build a plan per shape and layout: most of NASNet's 25 s screen)."""
         o = self.options
-        return KernelTable("auto", None, triton_depthwise=o.triton_depthwise, depthwise_cudnn=o.depthwise_cudnn,
+        return KernelTable(KernelPolicy("auto", triton_depthwise=o.triton_depthwise, depthwise_cudnn=o.depthwise_cudnn),
                            compile_threads=self.compile_threads)
 
     def bounds(self, target: TorchTarget, work: Workload) -> dict[str, float]:

@@ -208,7 +208,7 @@ def test_atens_and_tritons_depthwise_kernels_equal_cudnns_in_both_layouts_and_ke
     import torch.nn.functional as F
 
     from ios_core.ir.nodes import Conv, Value
-    from ios_core.runtime.kernels import KernelTable, conv_native, depthwise_ok
+    from ios_core.runtime.kernels import KernelPolicy, KernelTable, conv_native, depthwise_ok
     from ios_core.runtime.triton_depthwise import triton_depthwise
 
     torch.manual_seed(0)
@@ -229,7 +229,7 @@ def test_atens_and_tritons_depthwise_kernels_equal_cudnns_in_both_layouts_and_ke
             torch.testing.assert_close(triton_depthwise(relu)(x, w, b), ref.relu(), rtol=1e-2, atol=1e-2)
     sliced = torch.randn(2, 2 * c, 11, 11, device="cuda", dtype=torch.half)[:, :c]  # NCHW, not dense
     assert not depthwise_ok(node, sliced)  # its output layout would be a guess: cuDNN's kernel, no choice
-    table = KernelTable("auto", lambda calls: [float(i) for i in range(len(calls), 0, -1)], triton_convs=True)
+    table = KernelTable(KernelPolicy(triton_convs=True), lambda calls: [float(i) for i in range(len(calls), 0, -1)])
     assert table.impl(node, x, lambda i: None) == "triton" and table.counts()["kernel_depthwise_triton"] == 1.0
 
 
@@ -242,7 +242,7 @@ def test_triton_programs_compile_ahead_on_threads_under_the_keys_their_launches_
 
     from ios_core.ir.nodes import Conv, Pool, Value
     from ios_core.runtime import ahead
-    from ios_core.runtime.kernels import KernelTable
+    from ios_core.runtime.kernels import KernelPolicy, KernelTable
     from ios_core.runtime.ops import RuntimeOps
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
@@ -257,8 +257,9 @@ def test_triton_programs_compile_ahead_on_threads_under_the_keys_their_launches_
     params = {n.name: (torch.randn(c, 1, *n.kernel, device="cuda", dtype=torch.half) / 9,
                        torch.randn(c, device="cuda", dtype=torch.half)) for n in convs}
     x = torch.randn(1, c, 19, 19, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
-    table = KernelTable("auto", lambda calls: [float(i) for i, f in enumerate(calls) if f() is not None or True],
-                        triton_depthwise=True, depthwise_cudnn=False, compile_threads=4)
+    table = KernelTable(KernelPolicy(triton_depthwise=True, depthwise_cudnn=False),
+                        lambda calls: [float(i) for i, f in enumerate(calls) if f() is not None or True],
+                        compile_threads=4)
     ops = RuntimeOps({"x": c, **{n.name: c for n in convs}, "p": c}, params, fuse=False, kernels=table)
 
     def call():

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from harness.job import run
 from ios_core.cost import CostCache
 from ios_core.ir.nodes import Conv, Value
-from ios_core.runtime.kernels import KernelTable, conv_gemm, gemm_ok
+from ios_core.runtime.kernels import KernelPolicy, KernelTable, conv_gemm, gemm_ok
 from ios_core.runtime.target import faster_layout, parse_channels_last
 from ios_core.schedule import Schedule
 
@@ -193,7 +193,7 @@ def _template_table(monkeypatch, timer, make, **kw):
 
     monkeypatch.setattr(kernels, "template_ok", lambda node, x: True)
     monkeypatch.setattr(ops, "triton_conv", make)
-    table = KernelTable("auto", timer, triton_convs=True, **kw)
+    table = KernelTable(KernelPolicy(triton_convs=True), timer, **kw)
     torch.manual_seed(0)
     w, b = torch.randn(6, 8, 3, 3), torch.randn(6)
     return table, ops.RuntimeOps({"x": 8, "c": 6}, {"c": (w, b)}, fuse=False, kernels=table), w, b
@@ -224,8 +224,11 @@ def test_a_generated_conv_is_timed_against_cudnn_and_kept_where_faster(monkeypat
     assert kept.get(f"v|{key}") == "triton"
     counts = table.counts()
     assert counts["kernel_conv_triton"] == 1.0 and counts["kernel_cudnn"] == 0.0 and counts["kernel_ops_timed"] == 1.0
-    table.triton_convs = False  # the search's tables: cuDNN, the template's choice not counted
-    assert table.impl(_3X3, x, lambda i: None) == "cudnn" and table.counts()["kernel_conv_triton"] == 0.0
+    search = table.under(table.policy.for_search())  # the search's tables: cuDNN, the template's choice not counted
+    assert search.impl(_3X3, x, lambda i: None) == "cudnn" and search.counts()["kernel_conv_triton"] == 0.0
+    assert search.choices is table.choices and table.policy.triton_convs  # one set of choices, two policies
+    with pytest.raises(AttributeError, match="part of its policy: use table.under"):
+        table.triton_convs = False
 
 
 def test_only_convolutions_that_are_not_pointwise_on_cuda_get_the_template(monkeypatch):
@@ -417,7 +420,8 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
     w = torch.randn(8, 1, 3, 6)[..., ::2]  # weights not in NCHW memory
     ref = F.conv2d(x, w, None, 1, 1, groups=8)
     for times, impl, offset in (([3.0, 1.0, 2.0], "native", 0.0), ([3.0, 2.0, 1.0], "triton", 1.0)):
-        table = KernelTable("auto", lambda runs, times=times: times[:len(runs)], triton_depthwise=impl == "triton")
+        policy = KernelPolicy(triton_depthwise=impl == "triton")
+        table = KernelTable(policy, lambda runs, times=times: times[:len(runs)])
         run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
         weights.clear()
         y1, y2 = run.visit_conv(node, x), run.visit_conv(node, x)
@@ -428,8 +432,8 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
         assert torch.equal(y1, y2)
     # a Triton kernel that fails to compile: what it "timed" was cuDNN's fallback; the fastest of the others runs
     monkeypatch.setattr(ops, "triton_depthwise", lambda node: lambda x, w, b: x.nonexistent())
-    failing = KernelTable("auto", lambda runs: [r() is None or [3.0, 2.0, 1.0][i] for i, r in enumerate(runs)],
-                          triton_convs=True)
+    failing = KernelTable(KernelPolicy(triton_convs=True),
+                          lambda runs: [r() is None or [3.0, 2.0, 1.0][i] for i, r in enumerate(runs)])
     run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=failing)
     torch.testing.assert_close(run.visit_conv(node, x), ref)
     assert failing.choices == {failing.depthwise_key(node, x): "native"} and "AttributeError" in \
@@ -437,24 +441,25 @@ def test_depthwise_convs_time_atens_and_tritons_kernels_against_cudnns(monkeypat
     # the search's choice (no Triton candidate) and the final model's (with it) are counted once
     both = KernelTable("auto", lambda runs: [1.0, 2.0, 3.0][:len(runs)])
     both.impl(node, x, lambda i: None)
-    both.triton_convs = True
-    both.impl(node, x, lambda i: None)
-    assert len(both.choices) == 2 and both.counts()["kernel_depthwise_cudnn"] == 1.0
+    final = both.under(KernelPolicy(triton_convs=True))
+    final.impl(node, x, lambda i: None)
+    assert len(both.choices) == 2 and final.counts()["kernel_depthwise_cudnn"] == 1.0
     asked = []
     slower = KernelTable("auto", lambda runs: asked.append(len(runs)) or [1.0, 3.0, 2.0][:len(runs)])
     assert slower.impl(node, x, lambda i: None) == "cudnn" and slower.counts()["kernel_depthwise_cudnn"] == 1.0
     assert asked == [2]  # the Triton kernel is a candidate with triton_convs or triton_depthwise only
     monkeypatch.setattr(kernels, "template_ok", lambda node, x: True)  # offered off CUDA
     conv3, timed = _conv(kernel=(3, 3), padding=(1, 1)), []
-    dense = KernelTable("auto", lambda runs: timed.append(len(runs)) or [2.0, 1.0][:len(runs)], triton_depthwise=True)
+    dense = KernelTable(KernelPolicy(triton_depthwise=True),
+                        lambda runs: timed.append(len(runs)) or [2.0, 1.0][:len(runs)])
     assert dense.impl(conv3, torch.randn(1, 8, 5, 5), lambda i: None) == "cudnn"  # no template: that is triton_convs
     assert timed == [] and not any(k.startswith("('triton_conv'") for k in dense.choices)
     assert KernelTable("cudnn").impl(node, x, lambda i: None) == "cudnn"  # the vendor baseline times nothing
     # cuDNN's kernel builds its plan in every process: with a margin it must win by more than that
     for margin, times, impl in ((0.0, [1.0, 1.5, 1.03], "cudnn"), (0.05, [1.0, 1.5, 1.03], "triton"),
                                 (0.05, [1.0, 1.04, 1.5], "native"), (0.05, [1.0, 1.2, 1.06], "cudnn")):
-        table = KernelTable("auto", lambda runs, times=times: times[:len(runs)], triton_depthwise=True,
-                            start_margin=margin)
+        table = KernelTable(KernelPolicy(triton_depthwise=True, start_margin=margin),
+                            lambda runs, times=times: times[:len(runs)])
         assert table.impl(node, x, lambda i: None) == impl, (margin, times)
         assert table.timings[table.depthwise_key(node, x)] == dict(zip(("cudnn", "native", "triton"), times))
 
@@ -492,8 +497,8 @@ def test_ahead_compiles_the_triton_programs_a_call_will_time_and_chooses_nothing
     monkeypatch.setattr(ops, "triton_depthwise", triton)
     w = torch.randn(8, 1, 3, 3)
     timed = []
-    table = KernelTable("auto", lambda runs: timed.append(len(runs)) or [1.0, 2.0][:len(runs)],
-                        triton_depthwise=True, depthwise_cudnn=False, compile_threads=4)
+    table = KernelTable(KernelPolicy(triton_depthwise=True, depthwise_cudnn=False),
+                        lambda runs: timed.append(len(runs)) or [1.0, 2.0][:len(runs)], compile_threads=4)
     run = ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=table)
     assert table.depthwise_impls(node, x) == ("triton", "native")  # cuDNN's kernel not tried
     assert table.depthwise_impls(node, x.contiguous()) == ("native", "triton")  # untimed: ATen's on NCHW
@@ -508,7 +513,7 @@ def test_ahead_compiles_the_triton_programs_a_call_will_time_and_chooses_nothing
     table.choices[table.depthwise_key(node, x)] = "native"  # decided against: its program is not compiled
     table.ahead(lambda: run.visit_conv(node, x))
     assert calls == [("block", 4)]
-    screen = KernelTable("auto", None, triton_depthwise=True, depthwise_cudnn=False, compile_threads=2)
+    screen = KernelTable(KernelPolicy(triton_depthwise=True, depthwise_cudnn=False), None, compile_threads=2)
     calls.clear()
     screen.ahead(lambda: ops.RuntimeOps({"x": 8, "c": 8}, {"c": (w, None)}, fuse=False, kernels=screen)
                  .visit_conv(node, x))
@@ -518,5 +523,5 @@ def test_ahead_compiles_the_triton_programs_a_call_will_time_and_chooses_nothing
                  .visit_conv(node, x.contiguous()))
     assert calls == [("block", 2)]  # on NCHW memory ATen's kernel: no program to compile
     calls.clear()
-    KernelTable("auto", None, triton_depthwise=True, compile_threads=0).ahead(lambda: calls.append("ran"))
+    KernelTable(KernelPolicy(triton_depthwise=True), None, compile_threads=0).ahead(lambda: calls.append("ran"))
     assert calls == []  # no threads: the call is not made at all

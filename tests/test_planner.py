@@ -219,19 +219,22 @@ def test_kernel_choices_saved_among_other_candidates_are_not_replayed_and_cudnn_
 
 def test_planning_again_times_the_layout_without_the_final_models_triton_templates(monkeypatch):
     """The tables offer the Triton depthwise kernel from the start (``triton_depthwise`` by default) and Inductor's
-    templates (``triton_convs``) to the final model only: a planner that plans again resets the templates before
-    the layout and the search are timed. cuDNN's depthwise kernel is a candidate only with ``depthwise_cudnn``."""
+    templates (``triton_convs``) to the final model only: each table is made under its policy, the layout's and
+    the search's under the final one's ``for_search``, whatever was planned before, and all share one set of
+    choices. cuDNN's depthwise kernel is a candidate only with ``depthwise_cudnn``."""
     planner = Planner(PlanOptions(part_size=8, select=False, triton_convs=True, depthwise_cudnn=True,
                                   depthwise_start_margin=0.05, compile_threads=3))
-    planner.plan(_work(), "cpu")
-    table = planner.kernel_table(TorchTarget("cpu", "fp32", False))
+    first = planner.plan(_work(), "cpu")
+    table = first.kernels  # the final model's
     assert table.triton_depthwise and table.triton_convs and table.start_margin == 0.05 and table.depthwise_cudnn
     assert table.compile_threads == 3 and Planner(PlanOptions()).compile_threads >= 1
-    seen, layout = [], planner.layout
-    monkeypatch.setattr(planner, "layout", lambda *a: seen.append((table.triton_convs, table.triton_depthwise))
-                        or layout(*a))
+    search = planner.kernel_table(TorchTarget("cpu", "fp32", False))
+    assert search.policy == table.policy.for_search() and not search.triton_convs and search.learned is table.learned
+    seen, kernel_table = [], planner.kernel_table
+    monkeypatch.setattr(planner, "kernel_table", lambda *a: seen.append(kernel_table(*a).policy) or kernel_table(*a))
     again = planner.plan(_work(), "cpu")
-    assert seen == [(False, True)] and table.triton_convs  # reset for the layout, set again for the model
+    assert seen == [table.policy] and again.kernels.triton_convs  # the CPU times no layout: the final table alone
+    assert again.kernels.learned is first.kernels.learned and table.triton_convs  # nothing reset, nothing toggled
     assert again.metrics["plan_tables_s"] >= 0 and again.metrics["plan_release_s"] >= 0
     screen = Planner(PlanOptions()).screen_table()  # untimed: the Triton kernel for depthwise convolutions
     assert screen.timer is None and screen.triton_depthwise and not screen.depthwise_cudnn

@@ -47,7 +47,8 @@ import json
 import time
 import weakref
 from collections.abc import Callable
-from typing import Protocol, cast
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -209,6 +210,68 @@ class Remembered(Protocol):
     def put(self, k: str, v: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class KernelPolicy:
+    """Which candidates a table times, as a value each table is made with (the search's and the final model's
+    differ: :meth:`for_search`). ``mode``: ``auto`` times the candidates, ``cudnn`` and ``gemm`` fix them.
+    ``triton_convs``: convolutions also timed against Inductor's generated one (:func:`triton_conv`), and depthwise
+    ones against :mod:`.triton_depthwise`'s kernel, which ``triton_depthwise`` alone offers too. ``depthwise_cudnn``:
+    cuDNN's depthwise kernel timed beside the Triton one, kept only where faster than the best other candidate by
+    more than ``start_margin`` (cuDNN builds each depthwise plan anew in every process, where ATen's kernel starts at
+    once and the Triton one loads from disk)."""
+
+    mode: str = "auto"
+    triton_convs: bool = False
+    triton_depthwise: bool = False
+    depthwise_cudnn: bool = True
+    start_margin: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in KERNEL_MODES:
+            raise ValueError(f"unknown kernel mode {self.mode!r}; choose one of: {', '.join(KERNEL_MODES)}")
+
+    def for_search(self) -> KernelPolicy:
+        """The policy of the layout's and the search's timings: no Triton templates (each merged conv of the search
+        would autotune one); the final model's convolutions alone are timed against them."""
+        return replace(self, triton_convs=False)
+
+
+@dataclass
+class KernelChoices:
+    """What the tables of one plan learned together: each signature's choice (saved with the schedule), the
+    candidates' times, why a candidate failed, the compiled Triton programs, and the counts of it all."""
+
+    choices: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # key -> why its second candidate could not be timed
+    compiled: dict[str, Callable[..., torch.Tensor]] = field(default_factory=dict)  # key -> Triton program
+    timed: int = 0
+    reused: int = 0  # choices taken from ``remembered`` (an earlier run's timing of the same signature)
+    compiles: int = 0  # Triton programs compiled (first calls)
+    compile_s: float = 0.0  # and the seconds they took
+    ahead_programs: int = 0  # programs handed to ahead()'s pool
+    ahead_s: float = 0.0  # and its passes' seconds
+
+
+class _Field:
+    """A table's attribute kept in its ``policy`` (read-only: a table under another policy is
+    :meth:`KernelTable.under`'s) or in what it ``learned`` (shared, so tables over the same choices count together)."""
+
+    def __init__(self, holder: str):
+        self.holder = holder
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, table: Any, owner: type | None = None) -> Any:
+        return getattr(getattr(table, self.holder), self.name)
+
+    def __set__(self, table: Any, value: Any) -> None:
+        if self.holder == "policy":
+            raise AttributeError(f"a kernel table's {self.name} is part of its policy: use table.under(policy)")
+        setattr(table.learned, self.name, value)
+
+
 class KernelTable:
     """Signature -> implementation, filled by timing the candidates on first sight.
 
@@ -217,37 +280,33 @@ class KernelTable:
     choice rests on the same timing as everything else in the search. ``remembered`` keeps the
     choices across runs, keyed by ``context`` (GPU, library versions) and the signature, so every
     model, batch size and schedule with the same operator reuses one timing (and compiles no
-    Triton candidate that lost). ``triton_convs``: convolutions are also timed against Inductor's
-    generated one (:func:`triton_conv`; the planner turns it on for the final model only), and depthwise ones
-    against :mod:`.triton_depthwise`'s kernel, which ``triton_depthwise`` alone offers too (for the search's
-    stages as well). ``depthwise_cudnn``: cuDNN's depthwise kernel is timed beside the Triton one, and
-    ``start_margin``: kept only where it is faster than the best other candidate by more than this fraction, as
-    cuDNN builds each depthwise plan anew in every process (250-400 ms a shape) where ATen's kernel starts at
-    once and the Triton one loads from disk. ``compile_threads``: threads :meth:`ahead` compiles on (0: none,
+    Triton candidate that lost). ``policy`` (:class:`KernelPolicy`, or a mode's name) says which candidates are
+    timed; ``learned`` (:class:`KernelChoices`) is what the table found, shared with the tables :meth:`under`
+    makes (``choices`` seeds a new one). ``compile_threads``: threads :meth:`ahead` compiles on (0: none,
     each Triton program compiled when first called). Without a ``timer`` every choice is the first candidate,
     untimed (the layout's screen): cuDNN, ATen's pools, and the Triton kernel for depthwise convolutions where
     it is offered without cuDNN."""
 
-    def __init__(self, mode: str = "auto", timer: Callable[[list[Callable[[], object]]], list[float]] | None = None,
-                 choices: dict[str, str] | None = None, remembered: Remembered | None = None, context: str = "",
-                 triton_convs: bool = False, triton_depthwise: bool = False, start_margin: float = 0.0,
-                 depthwise_cudnn: bool = True, compile_threads: int = 0):
-        if mode not in KERNEL_MODES:
-            raise ValueError(f"unknown kernel mode {mode!r}; choose one of: {', '.join(KERNEL_MODES)}")
-        self.mode, self.timer = mode, timer
-        self.remembered, self.context = remembered, context
-        self.triton_convs, self.triton_depthwise = triton_convs, triton_depthwise
-        self.start_margin, self.depthwise_cudnn = start_margin, depthwise_cudnn
+    mode, triton_convs, triton_depthwise = _Field("policy"), _Field("policy"), _Field("policy")
+    depthwise_cudnn, start_margin = _Field("policy"), _Field("policy")
+    choices, timings, failed, compiled = _Field("learned"), _Field("learned"), _Field("learned"), _Field("learned")
+    timed, reused, compiles, compile_s = _Field("learned"), _Field("learned"), _Field("learned"), _Field("learned")
+    ahead_programs, ahead_s = _Field("learned"), _Field("learned")
+
+    def __init__(self, policy: KernelPolicy | str = "auto",
+                 timer: Callable[[list[Callable[[], object]]], list[float]] | None = None,
+                 choices: dict[str, str] | None = None, remembered: Remembered | None = None, context: str = "", *,
+                 compile_threads: int = 0, learned: KernelChoices | None = None):
+        self.policy = KernelPolicy(policy) if isinstance(policy, str) else policy
+        self.timer, self.remembered, self.context = timer, remembered, context
         self.compile_threads = compile_threads
+        self.learned = learned if learned is not None else KernelChoices(dict(choices or {}))
         self._ahead = False  # inside ahead(): Triton programs compiled, not launched; nothing chosen
-        self.choices: dict[str, str] = dict(choices or {})
-        self.timings: dict[str, dict[str, float]] = {}
-        self.failed: dict[str, str] = {}  # key -> why its second candidate could not be timed
-        self.compiled: dict[str, Callable[..., torch.Tensor]] = {}  # key -> Triton pool or fused program
-        self.timed = 0
-        self.reused = 0  # choices taken from ``remembered`` (an earlier run's timing of the same signature)
-        self.compiles, self.compile_s = 0, 0.0  # Triton programs compiled (first calls) and the seconds they took
-        self.ahead_programs, self.ahead_s = 0, 0.0  # programs handed to ahead()'s pool and its passes' seconds
+
+    def under(self, policy: KernelPolicy) -> KernelTable:
+        """A table timing with ``policy``, sharing this one's timer, store and everything learned."""
+        return KernelTable(policy, self.timer, remembered=self.remembered, context=self.context,
+                           compile_threads=self.compile_threads, learned=self.learned)
 
     def impl(self, node: Conv, x: torch.Tensor, run: Callable[[str], torch.Tensor]) -> str:
         """The implementation for ``node`` on ``x``; ``run(impl)`` enqueues the conv with one: cuDNN or, for
