@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from dataclasses import dataclass
 from functools import cache
 from typing import NamedTuple
 
@@ -74,31 +75,65 @@ def ci_rel_halfwidth(samples: np.ndarray) -> float:
     return (hi - lo) / 2 / med if med > 0 and math.isfinite(lo) else math.inf
 
 
-def summarize(samples_ms: np.ndarray, batch: int, percentiles: tuple[float, ...] = (90.0, 99.0)) -> dict[str, float]:
-    """Statistics of per-iteration latencies in ms (each percentile only with enough samples:
-    :func:`min_samples`)."""
-    x = np.asarray(samples_ms, dtype=np.float64)
-    n = len(x)
-    if n == 0:
-        raise ValueError("no latency samples")
-    med = float(np.median(x))
-    q1, q3 = np.percentile(x, [25, 75])
-    iqr = q3 - q1
-    lo, hi = median_ci(x)
-    out = {
-        "latency_median_ms": med, "latency_mean_ms": float(x.mean()), "latency_min_ms": float(x.min()),
-        "latency_max_ms": float(x.max()), "latency_std_ms": float(x.std(ddof=1)) if n > 1 else 0.0,
-        "latency_iqr_ms": float(iqr),
-        "samples": float(n), "outliers": float(np.sum((x < q1 - 1.5 * iqr) | (x > q3 + 1.5 * iqr))),
-        "throughput_ips": batch / (med / 1000.0) if med > 0 else math.inf,
-    }
-    if math.isfinite(lo):  # too few samples: no interval at all, rather than a number that is not one
-        out.update(latency_ci_low_ms=lo, latency_ci_high_ms=hi)
-    out["latency_cv"] = out["latency_std_ms"] / out["latency_mean_ms"] if out["latency_mean_ms"] > 0 else 0.0
-    for p in percentiles:
-        if n >= min_samples(p):
-            out[percentile_name(p)] = float(np.percentile(x, p))
-    return out
+@dataclass(frozen=True)
+class Latency:
+    """Per-iteration latencies summarised, in ms: the median headline, the spread, the median's CI (None with too
+    few samples: :data:`MIN_CI_SAMPLES`), Tukey outliers counted, and each percentile asked for that has enough
+    samples (:func:`min_samples`). Typed where it is made and used; :meth:`metrics` is the record's flat form."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    iqr_ms: float
+    samples: int
+    outliers: int
+    throughput_ips: float
+    ci_ms: tuple[float, float] | None
+    percentiles: tuple[tuple[float, float], ...] = ()  # (p, ms), only those with enough samples
+
+    @classmethod
+    def of(cls, samples_ms: np.ndarray, batch: int, percentiles: tuple[float, ...] = (90.0, 99.0)) -> Latency:
+        x = np.asarray(samples_ms, dtype=np.float64)
+        n = len(x)
+        if n == 0:
+            raise ValueError("no latency samples")
+        med = float(np.median(x))
+        q1, q3 = np.percentile(x, [25, 75])
+        iqr = q3 - q1
+        lo, hi = median_ci(x)
+        return cls(median_ms=med, mean_ms=float(x.mean()), min_ms=float(x.min()), max_ms=float(x.max()),
+                   std_ms=float(x.std(ddof=1)) if n > 1 else 0.0, iqr_ms=float(iqr), samples=n,
+                   outliers=int(np.sum((x < q1 - 1.5 * iqr) | (x > q3 + 1.5 * iqr))),
+                   throughput_ips=batch / (med / 1000.0) if med > 0 else math.inf,
+                   ci_ms=(lo, hi) if math.isfinite(lo) else None,
+                   percentiles=tuple((float(p), float(np.percentile(x, p))) for p in percentiles
+                                     if n >= min_samples(p)))
+
+    @property
+    def cv(self) -> float:
+        return self.std_ms / self.mean_ms if self.mean_ms > 0 else 0.0
+
+    @property
+    def ci_rel_halfwidth(self) -> float:
+        """The median's CI half-width relative to it; infinite where there is none (too few samples)."""
+        if self.ci_ms is None or self.median_ms <= 0:
+            return math.inf
+        return (self.ci_ms[1] - self.ci_ms[0]) / 2 / self.median_ms
+
+    def metrics(self, prefix: str = "") -> dict[str, float]:
+        """The record's names (``latency_median_ms``, ...); with ``prefix`` (``gpu_``) the latencies alone, renamed
+        (the sample count, outliers and throughput are the host timing's)."""
+        out = {"latency_median_ms": self.median_ms, "latency_mean_ms": self.mean_ms, "latency_min_ms": self.min_ms,
+               "latency_max_ms": self.max_ms, "latency_std_ms": self.std_ms, "latency_iqr_ms": self.iqr_ms}
+        if not prefix:
+            out.update(samples=float(self.samples), outliers=float(self.outliers), throughput_ips=self.throughput_ips)
+        if self.ci_ms is not None:  # too few samples: no interval at all, rather than a number that is not one
+            out.update(latency_ci_low_ms=self.ci_ms[0], latency_ci_high_ms=self.ci_ms[1])
+        out["latency_cv"] = self.cv
+        out.update({percentile_name(p): v for p, v in self.percentiles})
+        return {f"{prefix}{k}": v for k, v in out.items()}
 
 
 def missing_percentiles(n: int, percentiles: tuple[float, ...]) -> list[str]:

@@ -64,9 +64,9 @@ def test_percentiles_are_configurable_and_never_silently_absent(bench_cfg):
     import pytest
 
     from harness.config import ConfigError
-    from harness.stats import min_samples, summarize
+    from harness.stats import Latency, min_samples
 
-    s = summarize(np.arange(1, 201, dtype=float), 1, (50.0, 95.0, 99.0, 99.9))
+    s = Latency.of(np.arange(1, 201, dtype=float), 1, (50.0, 95.0, 99.0, 99.9)).metrics()
     assert s["latency_p50_ms"] == pytest.approx(100.5) and s["latency_p95_ms"] == pytest.approx(190.05)
     assert "latency_p99_ms" not in s and "latency_p99_9_ms" not in s
     assert (min_samples(90), min_samples(95), min_samples(99), min_samples(80)) == (64, 128, 662, 33)

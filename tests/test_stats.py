@@ -1,12 +1,12 @@
 import numpy as np
 import pytest
 
-from harness.stats import _order_rank, median_ci, summarize, t_quantile
+from harness.stats import Latency, _order_rank, ci_rel_halfwidth, median_ci, t_quantile
 
 
 def test_summary_numbers():
     x = np.arange(1, 101, dtype=float)  # 1..100 ms
-    s = summarize(x, batch=4)
+    s = Latency.of(x, batch=4).metrics()
     assert s["latency_median_ms"] == 50.5
     assert s["latency_mean_ms"] == 50.5
     assert s["latency_min_ms"] == 1 and s["latency_max_ms"] == 100
@@ -17,11 +17,29 @@ def test_summary_numbers():
     assert s["outliers"] == 0 and s["samples"] == 100
 
 
+def test_latency_is_a_typed_value_whose_record_form_is_made_at_the_edge():
+    """Issue 57: the statistics as named fields; ``metrics()`` the record's names, ``metrics("gpu_")`` the GPU
+    timing's (its latencies only); the CI's relative half-width the stopping rule's."""
+    x = np.arange(1, 101, dtype=float)
+    lat = Latency.of(x, batch=2, percentiles=(50.0, 90.0, 99.0))
+    assert (lat.median_ms, lat.samples, lat.ci_ms) == (50.5, 100, median_ci(x))
+    assert lat.percentiles == ((50.0, 50.5), (90.0, pytest.approx(90.1)))  # p99 needs 662 samples: left out
+    assert lat.ci_rel_halfwidth == ci_rel_halfwidth(x) and lat.cv == pytest.approx(np.std(x, ddof=1) / 50.5)
+    gpu = lat.metrics("gpu_")
+    assert gpu["gpu_latency_median_ms"] == 50.5 and gpu["gpu_latency_ci_low_ms"] == lat.ci_ms[0]
+    assert not {"gpu_samples", "gpu_outliers", "gpu_throughput_ips", "samples"} & set(gpu)
+    assert set(lat.metrics()) - {k.removeprefix("gpu_") for k in gpu} == {"samples", "outliers", "throughput_ips"}
+    few = Latency.of(np.array([1.0, 2.0]), 1)
+    assert few.ci_ms is None and few.ci_rel_halfwidth == float("inf") and "latency_ci_low_ms" not in few.metrics()
+    with pytest.raises(ValueError, match="no latency samples"):
+        Latency.of(np.array([]), 1)
+
+
 def test_p90_p99_gating_and_outliers():
-    assert "latency_p90_ms" not in summarize(np.ones(63), 1)
+    assert "latency_p90_ms" not in Latency.of(np.ones(63), 1).metrics()
     x = np.ones(700)
     x[:5] = 50.0
-    s = summarize(x, 1)
+    s = Latency.of(x, 1).metrics()
     assert "latency_p99_ms" in s and s["outliers"] == 5
 
 
@@ -55,7 +73,7 @@ def test_too_few_samples_have_no_ci_and_are_smoke_tests():
 
     assert median_ci(np.arange(6.0)) == (0.0, 5.0)
     assert all(np.isnan(median_ci(np.arange(5.0))))
-    m = summarize(np.array([1.0, 1.1, 0.9]), 1, (50.0,))
+    m = Latency.of(np.array([1.0, 1.1, 0.9]), 1, (50.0,)).metrics()
     assert "latency_ci_low_ms" not in m and m["samples"] == 3
     assert is_smoke({}, m) and quality_flags({}, m) == ["smoke"]
     assert quality_flags({"smoke": "true"}, {"samples": 500.0}) == ["smoke"]  # runner=quick

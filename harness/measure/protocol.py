@@ -32,7 +32,7 @@ from ..models import FormError, Model
 from ..plugins import check_runnable
 from ..records.record import Measurement
 from ..spec import RunSpec
-from ..stats import MIN_CI_SAMPLES, ci_rel_halfwidth, min_samples, missing_percentiles, prime, summarize
+from ..stats import MIN_CI_SAMPLES, Latency, ci_rel_halfwidth, min_samples, missing_percentiles, prime
 from .profiling import profile_ops
 from .tracing import trace_run
 
@@ -409,12 +409,13 @@ def _time(spec: RunSpec, p: _Prepared, nvml: Any, clock_target_mhz: float,
     metrics["throttled_samples_dropped"] = float(len(host) - len(kept))
     pcts = tuple(float(q) for q in r.percentiles)
     batch = cfg.batch
-    metrics.update(summarize(np.array(kept or host), batch, pcts))
+    latency = Latency.of(np.array(kept or host), batch, pcts)
+    metrics.update(latency.metrics())
     if gpu:
-        g = summarize(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch, pcts)
-        metrics.update({f"gpu_{k}": v for k, v in g.items() if k.startswith("latency_")})
+        metrics.update(Latency.of(np.array([v for v, m in zip(gpu, mask) if not m] or gpu), batch, pcts)
+                       .metrics(prefix="gpu_"))
     metrics.update(sampler.summary())
-    ci = float(ci_rel_halfwidth(np.array(kept or host)))
+    ci = latency.ci_rel_halfwidth
     if math.isfinite(ci):  # too few samples have none (a smoke test): left out rather than infinite
         metrics["latency_ci_rel_halfwidth"] = ci
     metrics["ci_target_met"] = float(reason == "ci")

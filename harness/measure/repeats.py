@@ -11,7 +11,7 @@ import numpy as np
 from ..config import RunnerConfig
 from ..machine.usage import MEMORY_SOURCES
 from ..records.record import Measurement
-from ..stats import between_processes, summarize
+from ..stats import Latency, between_processes
 from .protocol import NOISY_CI, NOISY_CV
 
 
@@ -22,7 +22,7 @@ def combine(results: list[Measurement], batch: int, runner: RunnerConfig) -> Mea
     medians = [r.metrics["latency_median_ms"] for r in results]
     pooled = [v for r in results for v in r.latencies_ms]
     metrics = dict(first.metrics)
-    metrics.update(summarize(np.array(pooled), batch, tuple(float(q) for q in runner.percentiles)))
+    metrics.update(Latency.of(np.array(pooled), batch, tuple(float(q) for q in runner.percentiles)).metrics())
     metrics["latency_within_ci_rel_halfwidth"] = float(np.median([r.metrics.get("latency_ci_rel_halfwidth", np.inf)
                                                                   for r in results]))
     between = between_processes(medians)
